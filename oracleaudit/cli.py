@@ -1,0 +1,48 @@
+"""The `oracleaudit` command line: argument parsing plus one library call per subcommand."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Callable
+
+from oracleaudit.errors import OracleAuditError
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def print_json(obj: Any) -> None:
+    """Print `obj` as stable, sorted JSON on stdout (the --json output mode of every command)."""
+    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="oracleaudit",
+        description="Audit the correctness checkers of GPU-kernel benchmarks by mutation analysis.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    from oracleaudit import commands
+
+    for register in commands.REGISTRY:
+        register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except OracleAuditError as err:
+        print(f"oracleaudit: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("oracleaudit: interrupted; results recorded so far are kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
