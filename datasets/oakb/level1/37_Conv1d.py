@@ -1,0 +1,29 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """1D convolution, stride 1, padding 1, with bias."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int):
+        super().__init__()
+        self.conv = nn.Conv1d(in_channels, out_channels, kernel_size, stride=1, padding=1, bias=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x)
+
+
+batch_size = 16
+in_channels = 32
+out_channels = 64
+kernel_size = 3
+length = 4096
+
+
+def get_inputs():
+    x = torch.rand(batch_size, in_channels, length)
+    return [x]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size]

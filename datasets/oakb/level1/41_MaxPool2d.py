@@ -1,0 +1,31 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """2D max pooling (padded positions never win: they act as -inf)."""
+
+    def __init__(self, kernel_size: int, stride: int, padding: int):
+        super().__init__()
+        self.pool = nn.MaxPool2d(kernel_size=kernel_size, stride=stride, padding=padding)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.pool(x)
+
+
+batch_size = 16
+channels = 32
+height = 128
+width = 128
+kernel_size = 2
+stride = 2
+padding = 1
+
+
+def get_inputs():
+    x = torch.rand(batch_size, channels, height, width)
+    return [x]
+
+
+def get_init_inputs():
+    return [kernel_size, stride, padding]
