@@ -12,7 +12,7 @@ from oracleaudit.semantics import TypeFacts
 
 _LOOPS = {"for_statement", "while_statement", "do_statement", "for_range_loop"}
 _NUMBER = re.compile(r"^\s*(?P<body>(?:0[xX][0-9a-fA-F]+|\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?))"
-                     r"(?P<suffix>[uUlLfF]*)\s*$")
+                     r"(?P<suffix>[uUlLfF]*)\s*(?://.*)?$")
 
 
 @dataclass(frozen=True)
