@@ -36,7 +36,8 @@ sorted by (level, id) and written atomically after each problem. A record holds:
 {level, id, name}; problem_file and solution_file (relative to the problem root) and their sha256; gpu, torch,
 cuda, date (UTC); criterion {atol, rtol, fp32_margin, fp32_reference_tf32}; checks, each {name, distribution,
 seed, overrides, passed, max_abs_err, max_rel_err, excess, fp32_excess, nonfinite, fp32_nonfinite, error};
-dropped_variants [{name, reason}]; verified; error (the first line of a build/import/worker failure, else
+dropped_variants [{name, reason}]; forward_ms (fastest timed forward of ModelNew on the official inputs,
+present when the official checks passed on a GPU); verified; error (the first line of a build/import/worker failure, else
 null). Numbers that cannot be computed (no comparable element, a shape mismatch) are null, never a sentinel.
 
 Solutions run in parallel, one fresh spawned worker process per problem (a CUDA fault cannot leak into the
@@ -408,6 +409,23 @@ def _run_check(models: _Models, check: Check, device: str) -> Comparison:
     return compare(out, ref64, fp32)
 
 
+def _forward_ms(models: _Models, check: Check, device: str, repeats: int = 20) -> float:
+    """The fastest of `repeats` timed forwards of ModelNew on the official inputs (CUDA events, after 3
+    warm-ups). The minimum, because other problems share the GPU while verification runs in parallel."""
+    inputs = _prepared(make_inputs(models.module, check), device)
+    times = []
+    with torch.no_grad():
+        for i in range(repeats + 3):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            models.model_new(*inputs)
+            end.record()
+            end.synchronize()
+            if i >= 3:
+                times.append(start.elapsed_time(end))
+    return round(min(times), 4)
+
+
 def _ensure_device_alive(device: str, after: str) -> None:
     """Raise if the CUDA context is unusable (a sticky fault such as an illegal address): stop the problem."""
     try:
@@ -457,6 +475,9 @@ def _verify_into(record: dict[str, Any], pair: Pair, device: str) -> None:
                 traceback.print_exc()
                 record["checks"].append(_check_record(check, None, first_line(err)))
                 _ensure_device_alive(device, f"check {check.name}")
+        if variant is variants.variants[0] and device.startswith("cuda") and record["checks"] and \
+                all(c["passed"] for c in record["checks"]):
+            record["forward_ms"] = _forward_ms(models, variant_checks[0], device)
         del models
         if device.startswith("cuda"):
             torch.cuda.empty_cache()

@@ -20,6 +20,7 @@ def test_the_exemplar_softmax_solution_is_verified(tmp_path: Path) -> None:
     assert [c["name"] for c in record["checks"] if not c["passed"]] == []
     assert len(record["checks"]) == 10 and record["verified"]
     assert record["gpu"] and record["cuda"]
+    assert 0 < record["forward_ms"] < 10, "the exemplar's forward is timed and well under 10 ms"
     assert [o.status for o in report.outcomes] == ["verified"]
 
     again = verify_solutions([solution], out=out, jobs=1, progress=False)
