@@ -229,8 +229,8 @@ def check(units: list[UnitSites], jobs: int, show_progress: bool = True) -> tupl
     device_outcomes: dict[str, compiler.Outcome] = {}
     host_outcomes: dict[str, compiler.Outcome] = {}
     originals: dict[str, compiler.Outcome] = {}
-    compiled = sum(len(b) - 1 for b, _ in tasks)
-    with progress_bar("compiling mutants", total=compiled, enabled=show_progress) as advance:
+    clones = sum(len(b) - 1 for b, _ in tasks)
+    with progress_bar("compiling mutants", total=clones, enabled=show_progress) as advance:
         runner = Parallel(n_jobs=jobs, prefer="threads", return_as="generator_unordered")
         for mode, outcomes in runner(delayed(_settle_task)(toolchain, batch, mode) for batch, mode in tasks):
             target = device_outcomes if mode == compiler.DEVICE else host_outcomes
@@ -239,9 +239,9 @@ def check(units: list[UnitSites], jobs: int, show_progress: bool = True) -> tupl
                     originals[f"{mode}:{key}"] = outcome
                 else:
                     target[key] = outcome
-            advance(len(outcomes) - 1)
+            advance(sum(not key.startswith("orig:") for key in outcomes))
     elapsed = time.perf_counter() - start
-    return _verdicts(units, by_id, device_outcomes, host_outcomes, originals), elapsed, compiled
+    return _verdicts(units, by_id, device_outcomes, host_outcomes, originals), elapsed, len(by_id)
 
 
 def _settle_task(toolchain, batch, mode):
