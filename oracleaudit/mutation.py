@@ -3,7 +3,6 @@ predicates hold) → batched nvcc compile check and Trivial Compiler Equivalence
 
 from __future__ import annotations
 
-import bisect
 import math
 import time
 from collections import Counter, defaultdict
@@ -178,18 +177,10 @@ def _dedupe(mutants: list[Mutant]) -> list[Mutant]:
 
 
 def _splice(view: bytes, unit: UnitSites, mutant: Mutant) -> bytes:
+    """Apply a mutant to a clone view (whose byte offsets are those of the unit's CUDA text)."""
+    start, end, replacement = unit.unit.cuda_edit(mutant.start, mutant.end, mutant.replacement)
     text = unit.unit.text
-    # Convert the file span back to the CUDA text span through the unit's offsets.
-    start = bisect.bisect_left(unit.unit.raw_offsets, mutant.start)
-    end = bisect.bisect_left(unit.unit.raw_offsets, mutant.end)
-    byte_start = len(text[:start].encode())
-    byte_end = len(text[:end].encode())
-    cuda_replacement = mutant.replacement if not unit.unit.escape else _unescape(mutant.replacement)
-    return view[:byte_start] + cuda_replacement.encode() + view[byte_end:]
-
-
-def _unescape(text: str) -> str:
-    return text.replace("\\n", "\n").replace("\\\\", "\\")
+    return view[:len(text[:start].encode())] + replacement.encode() + view[len(text[:end].encode()):]
 
 
 def check(units: list[UnitSites], jobs: int, show_progress: bool = True) -> tuple[dict[str, Mutant], float, int]:

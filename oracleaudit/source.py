@@ -4,6 +4,7 @@ the original file so every mutation site has an exact line and column there."""
 from __future__ import annotations
 
 import ast
+import bisect
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,22 @@ class CudaUnit:
     def file_span(self, start: int, end: int) -> tuple[int, int]:
         """Map a [start, end) character span of `text` to the same span in the original file."""
         return self.raw_offsets[start], self.raw_offsets[end]
+
+    def cuda_edit(self, file_start: int, file_end: int, file_replacement: str) -> tuple[int, int, str]:
+        """The CUDA-text span and replacement of an edit given in file terms (inverse of file_span/encode)."""
+        start = bisect.bisect_left(self.raw_offsets, file_start)
+        end = bisect.bisect_left(self.raw_offsets, file_end)
+        if self.raw_offsets[start] != file_start or self.raw_offsets[end] != file_end:
+            raise OracleAuditError(f"{self.path}: edit at offsets {file_start}-{file_end} is not inside its CUDA string")
+        text = file_replacement
+        if self.escape:
+            text = text.replace("\\n", "\n").replace("\\\\", "\\")
+        return start, end, text
+
+    def edited(self, file_start: int, file_end: int, file_replacement: str) -> str:
+        """The CUDA text with one edit (given in file terms) applied."""
+        start, end, text = self.cuda_edit(file_start, file_end, file_replacement)
+        return self.text[:start] + text + self.text[end:]
 
     def encode(self, replacement: str) -> str:
         """Spell CUDA text as it must appear in the original file (escaped inside non-raw Python strings)."""
