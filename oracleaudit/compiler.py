@@ -117,9 +117,10 @@ def assemble(clones: list[Clone], mode: str) -> tuple[str, list[tuple[int, int]]
     """One translation unit holding every clone in namespace oa_m<i>_ (device) or oa_h<i>_ (host).
     Returns the text and each clone's 1-based (first, last) line range."""
     letter = "m" if mode == DEVICE else "h"
-    # cuda_fp16.h/cuda_bf16.h: in a real load_inline build torch/types.h brings them in under nvcc.
+    # Device batches blank the torch headers, which in a real load_inline build bring in these under nvcc.
     head = ["// oracleaudit compile-check batch", "#include <cuda_runtime.h>", "#include <cuda_fp16.h>",
-            "#include <cuda_bf16.h>"]
+            "#include <cuda_bf16.h>", "#include <cfloat>", "#include <climits>", "#include <cmath>",
+            "#include <cstdint>"]
     if mode == HOST:
         head += ["#include <torch/types.h>", "#include <cuda.h>"]
     for clone in clones:

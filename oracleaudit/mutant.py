@@ -71,7 +71,8 @@ class Mutant:
         mutated = self.apply(file_text)
         lines = difflib.unified_diff(file_text.splitlines(keepends=True), mutated.splitlines(keepends=True),
                                      fromfile=f"a/{self.source}", tofile=f"b/{self.source}", n=3)
-        return "".join(lines)
+        # A last line without a newline gets the marker that patch(1) expects.
+        return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
     def to_json(self) -> str:
         record = {"schema_version": MUTANTS_SCHEMA_VERSION, **asdict(self)}

@@ -113,13 +113,14 @@ def find_mutants(paths: list[Path] | None, rules: list[Rule], problems: Path | N
             continue
         problem, problem_file = problem_of.get(path.resolve(), (None, None))
         source = _display_path(path)
-        found_any = False
+        found_any, broken = False, False
         for unit in file_units:
             tree = CudaTree(unit.text)
             if tree.error_lines:
                 where = unit.raw_offsets[_char_index(unit.text, tree.data, _line_start(tree.data, tree.error_lines[0]))]
                 line, _ = line_col(unit.file_text, where)
                 errors.append(f"{path}:{line}: CUDA does not parse (syntax error); file skipped")
+                broken = True
                 continue
             facts = analyse(tree.clone_view(keep_host=False))
             sites = find_sites(tree, facts, rules)
@@ -144,7 +145,7 @@ def find_mutants(paths: list[Path] | None, rules: list[Rule], problems: Path | N
             found_any = found_any or bool(entry.mutants)
             units.append(entry)
         solutions += 1
-        if not found_any:
+        if not found_any and not broken:
             errors.append(f"{path}: no mutation site matched any selected rule")
     return units, solutions, errors, unpaired
 
@@ -183,8 +184,9 @@ def _splice(view: bytes, unit: UnitSites, mutant: Mutant) -> bytes:
     return view[:len(text[:start].encode())] + replacement.encode() + view[len(text[:end].encode()):]
 
 
-def check(units: list[UnitSites], jobs: int, show_progress: bool = True) -> tuple[dict[str, Mutant], float, int]:
-    """Compile-check every Pending mutant and apply TCE; returns the updated mutants by id."""
+def check(units: list[UnitSites], jobs: int, show_progress: bool = True) -> tuple[dict[str, Mutant], list[str], float, int]:
+    """Compile-check every Pending mutant and apply TCE; returns the updated mutants by id, warnings about
+    originals that fail their own check, the compile time and the number of mutants checked."""
     from joblib import Parallel, delayed
 
     toolchain = compiler.Toolchain()
@@ -232,7 +234,8 @@ def check(units: list[UnitSites], jobs: int, show_progress: bool = True) -> tupl
                     target[key] = outcome
             advance(sum(not key.startswith("orig:") for key in outcomes))
     elapsed = time.perf_counter() - start
-    return _verdicts(units, by_id, device_outcomes, host_outcomes, originals), elapsed, len(by_id)
+    updated, warnings = _verdicts(units, by_id, device_outcomes, host_outcomes, originals)
+    return updated, warnings, elapsed, len(by_id)
 
 
 def _settle_task(toolchain, batch, mode):
@@ -251,11 +254,16 @@ def _host_batches(host_clones: dict[str, list[compiler.Clone]], jobs: int) -> li
     return [b for b in batches if b]
 
 
-def _verdicts(units, by_id, device, host, originals) -> dict[str, Mutant]:
+def _verdicts(units, by_id, device, host, originals) -> tuple[dict[str, Mutant], list[str]]:
     updated: dict[str, Mutant] = {}
+    warnings: list[str] = []
     for unit in units:
         device_original = originals.get(f"{compiler.DEVICE}:orig:{unit.key}")
         host_original = originals.get(f"{compiler.HOST}:orig:{unit.key}")
+        for kind, original in (("device-only", device_original), ("host", host_original)):
+            if original is not None and not original.ok:
+                warnings.append(f"{unit.unit.path}: the unmutated {kind} check fails ({original.error}); "
+                                "its mutants stay Pending, unchecked")
         seen_signatures: dict[str, str] = {}
         for mutant in unit.mutants:
             if mutant.id not in by_id:
@@ -283,7 +291,7 @@ def _verdicts(units, by_id, device, host, originals) -> dict[str, Mutant]:
                 verdict = mutant.with_status(PENDING, "compiles (host code: no TCE)" if mutant.scope == "host"
                                              else "compiles (shared by host and device code: no TCE)")
             updated[mutant.id] = verdict
-    return updated
+    return updated, warnings
 
 
 def mutate(paths: list[Path] | None, out: Path | None, problems: Path | None = None,
@@ -300,7 +308,8 @@ def mutate(paths: list[Path] | None, out: Path | None, problems: Path | None = N
         unit.mutants = [by_id[m.id] for m in unit.mutants]
     compile_s, compiled = 0.0, 0
     if compile_check and mutants:
-        updated, compile_s, compiled = check(units, jobs or compiler.default_jobs(), show_progress)
+        updated, warnings, compile_s, compiled = check(units, jobs or compiler.default_jobs(), show_progress)
+        errors.extend(warnings)
         mutants = [updated.get(m.id, m) for m in mutants]
     elif mutants:
         mutants = [m.with_status(PENDING, "not compile-checked (--no-compile)") if m.status == PENDING else m

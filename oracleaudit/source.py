@@ -30,6 +30,7 @@ class CudaUnit:
     file_text: str
     raw_offsets: tuple[int, ...]
     escape: bool
+    quote: str = '"""'
 
     @property
     def sha256(self) -> str:
@@ -45,9 +46,7 @@ class CudaUnit:
         end = bisect.bisect_left(self.raw_offsets, file_end)
         if self.raw_offsets[start] != file_start or self.raw_offsets[end] != file_end:
             raise OracleAuditError(f"{self.path}: edit at offsets {file_start}-{file_end} is not inside its CUDA string")
-        text = file_replacement
-        if self.escape:
-            text = text.replace("\\n", "\n").replace("\\\\", "\\")
+        text = _decode_escapes(file_replacement)[0] if self.escape else file_replacement
         return start, end, text
 
     def edited(self, file_start: int, file_end: int, file_replacement: str) -> str:
@@ -59,7 +58,10 @@ class CudaUnit:
         """Spell CUDA text as it must appear in the original file (escaped inside non-raw Python strings)."""
         if not self.escape:
             return replacement
-        return replacement.replace("\\", "\\\\").replace("\n", "\\n")
+        text = replacement.replace("\\", "\\\\").replace("\n", "\\n")
+        # Only the literal's own delimiter needs escaping: one quote character, or a run of three.
+        return text.replace(self.quote, "\\" + self.quote) if len(self.quote) == 1 else \
+            text.replace(self.quote, "\\" + self.quote[0] + self.quote[1:])
 
 
 def line_col(text: str, offset: int) -> tuple[int, int]:
@@ -86,8 +88,8 @@ def load_units(path: Path) -> list[CudaUnit]:
     literals = _load_inline_cuda_literals(path, text)
     units = []
     for index, node in enumerate(literals):
-        value, offsets, escape = _map_literal(path, text, node)
-        units.append(CudaUnit(path, index, value, text, offsets, escape))
+        value, offsets, escape, quote = _map_literal(path, text, node)
+        units.append(CudaUnit(path, index, value, text, offsets, escape, quote))
     return units
 
 
@@ -143,7 +145,7 @@ def _flatten(node: ast.expr, assigned: dict[str, ast.expr], depth: int = 0) -> l
     return [node]
 
 
-def _map_literal(path: Path, text: str, node: ast.Constant) -> tuple[str, tuple[int, ...], bool]:
+def _map_literal(path: Path, text: str, node: ast.Constant) -> tuple[str, tuple[int, ...], bool, str]:
     """Locate the body of a string literal in the file and map each value character to its file offset."""
     lines = text.splitlines(keepends=True)
     starts = [0]
@@ -172,11 +174,11 @@ def _map_literal(path: Path, text: str, node: ast.Constant) -> tuple[str, tuple[
         if body != node.value:
             raise OracleAuditError(
                 f"{path}:{node.lineno}: CUDA string is made of several adjacent literals; cannot map it")
-        return node.value, tuple(range(body_start, body_start + len(body) + 1)), "r" not in prefix
+        return node.value, tuple(range(body_start, body_start + len(body) + 1)), "r" not in prefix, quote
     value, offsets = _decode_escapes(body)
     if value != node.value:
         raise OracleAuditError(f"{path}:{node.lineno}: CUDA string uses escapes that cannot be mapped")
-    return value, tuple(body_start + o for o in offsets), True
+    return value, tuple(body_start + o for o in offsets), True, quote
 
 
 def _decode_escapes(body: str) -> tuple[str, list[int]]:

@@ -1,8 +1,10 @@
-"""Shared test setup: GPU tests are skipped where no CUDA device is present; fixture trees are copied before use."""
+"""Shared test setup: GPU tests are skipped where no CUDA device is present, nvcc tests where nvcc is not on
+PATH; compile checks use a cache folder of their own per session; fixture trees are copied before use."""
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,12 +14,25 @@ TESTDATA = Path(__file__).parent / "testdata"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if torch.cuda.is_available():
-        return
-    skip_gpu = pytest.mark.skip(reason="needs a CUDA device: torch.cuda.is_available() is False")
+    skips = {}
+    if not torch.cuda.is_available():
+        skips["gpu"] = pytest.mark.skip(reason="needs a CUDA device: torch.cuda.is_available() is False")
+    if shutil.which("nvcc") is None:
+        skips["nvcc"] = pytest.mark.skip(reason="needs nvcc on PATH: shutil.which('nvcc') is None")
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip_gpu)
+        for marker, skip in skips.items():
+            if item.get_closest_marker(marker) is not None:
+                item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compile_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """An empty nvcc result cache for this session ($ORACLEAUDIT_CACHE), so no test reads results that an
+    earlier session or another process left in the user's cache."""
+    cache = tmp_path_factory.mktemp("oracleaudit-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ORACLEAUDIT_CACHE", str(cache))
+        yield cache
 
 
 @pytest.fixture

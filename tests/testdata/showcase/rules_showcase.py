@@ -7,6 +7,7 @@ cuda_source = r"""
 #include <torch/extension.h>
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
+#include <cfloat>  // FLT_MAX; torch/extension.h brings it in too, but the device-only compile view drops torch headers
 
 #define BLOCK_SIZE 256  // site: launch.block_macro_halved
 #define EPS 1e-5f  // site: prec.epsilon_in_define

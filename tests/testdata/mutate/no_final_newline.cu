@@ -1,0 +1,1 @@
+__global__ void last_line_kernel(float* y) { y[0] = 1.0f + 2.0f; }
