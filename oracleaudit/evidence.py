@@ -1,0 +1,598 @@
+"""Exact error evidence of one output tensor against one reference: what any comparison rule needs to give
+its verdict later without the tensors (`measure` → `ErrorEvidence`).
+
+The comparison (`compare_dtype`)
+    `torch.allclose` refuses operands of different dtypes. The evidence compares `out` and `ref` as if both
+    had first been cast to `torch.promote_types(out.dtype, ref.dtype)` (so an fp32 output against the fp64
+    reference is compared in float64 arithmetic, against the fp32 reference in float32 arithmetic), and then
+    follows `torch.isclose` exactly: integer and bool operands are cast to the default float dtype (float32)
+    before the difference is taken, element equality is tested on the uncast operands, and
+
+        d_i = |out_i − ref_i|,   allowed_i = atol + |rtol · ref_i|,   close_i = (out_i == ref_i)
+                                                  or (equal_nan and both NaN) or (isfinite(d_i) and d_i ≤ allowed_i)
+
+    all in `compare_dtype` arithmetic (each operation rounded, as PyTorch rounds it). `compare_dtype` is that
+    float dtype. A shape mismatch, or an output whose dtype is not the expected one (default: ref's dtype),
+    is recorded and then no element-wise field is filled: `allclose` is False (torch.allclose would raise).
+    Against a float64 reference any floating-point output dtype is expected unless `expected_dtype` says.
+
+The hull (`hull_r`, `hull_d`)
+    With r_i = |ref_i|, element i passes iff d_i ≤ g(r_i) where g(r) = fl(atol + fl(rtol · r)) is
+    non-decreasing in r. So a point dominated by another (r_j ≤ r_i, d_j ≥ d_i) can only fail if that one
+    fails, and a point below the segment between two points j, k by more than the rounding of g can only
+    fail if j or k fails: |g(r) − (atol + rtol·r)| ≤ 2u·(atol + rtol·r) + s with u the unit roundoff and s
+    the smallest subnormal of `compare_dtype`, so a point with d_i < H(r_i)·(1 − 16u) − 16s, H the chord,
+    is redundant (the 16 covers 4u with room for double rounding and for computing H in float64). The
+    evidence keeps the upper-left convex hull of the finite points (r_i, d_i) with d_i > 0 (the part that
+    maximises d − rtol·r for rtol ≥ 0), plus every point not proven redundant that way. The verdict replayed
+    on these points with PyTorch's own operations in `compare_dtype` is then that of `torch.allclose` for
+    ANY atol ≥ 0, rtol ≥ 0 — not just in real arithmetic. This is typically a handful of points.
+
+    When more than `MAX_HULL_POINTS` points would be needed (e.g. an all-zero output, where d_i = r_i for
+    every element lies exactly on one line), only the hull vertices are kept and `hull_complete` is False:
+    the verdict is still exact unless the tolerance line atol + rtol·r lies within a few ulps of the error
+    hull (`ErrorEvidence.is_exact` says whether it does). When the hull itself has more than
+    `MAX_HULL_POINTS` vertices (d a smooth concave function of r), a subset is kept, chosen to keep
+    `hull_slack` small: the bound on how far (relative) any omitted point lies above the kept envelope.
+
+Counts (over all elements; NaN and Inf in `compare_dtype` after the cast)
+    n, n_unequal (out != ref, NaN != NaN), n_nan_out (NaN in out where ref is not), n_nan_ref, n_nan_both,
+    n_inf_mismatch (out ±Inf where ref is finite, ref ±Inf where out is finite, or Infs of opposite sign),
+    n_inf_equal, n_overflow (both finite but the difference overflows to Inf: always a failure),
+    n_within at each tolerance t of `tolerance_grid` (elements with torch.isclose(out, ref, rtol=t, atol=t),
+    equal_nan False; `DEFAULT_GRID` is 1e-7 … 1e-1 in 1-2-5 steps, which holds 1e-4, 1e-2, 5e-3, ...).
+
+Statistics (float64, over the elements where out and ref are both finite; None where undefined, never a
+sentinel): l2_diff = ‖out − ref‖₂, l2_ref = ‖ref‖₂, cosine (of the flattened tensors; None when a norm is
+0), max_abs, max_rel (max |out − ref| / |ref| over |ref| > 0), rmse, rel_l1 (Σ|out − ref| / Σ|ref|), and
+all_zero_out (over all elements: out is all zeros while ref has an element that is not 0).
+
+Everything is computed on the tensors' device (ref is moved to out's device); the results are plain Python
+numbers and float64 numpy arrays. `allclose` replays the hull on the CPU with the same PyTorch operations;
+for float32/float64 (and integer outputs, compared in float32) these round the same way on CPU and CUDA.
+float16/bfloat16 outputs are replayed in their own dtype on the CPU, which is how the CPU kernels round;
+the margin above covers double rounding, but CUDA's kernels are not proven to round identically.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import torch
+
+from oracleaudit.errors import OracleAuditError
+
+__all__ = [
+    "DEFAULT_GRID",
+    "MAX_HULL_POINTS",
+    "ErrorEvidence",
+    "arrow_fields",
+    "grid_key",
+    "measure",
+]
+
+DEFAULT_GRID: tuple[float, ...] = tuple(float(f"{m}e{e}") for e in range(-7, -1) for m in (1, 2, 5)) + (0.1,)
+MAX_HULL_POINTS = 256
+
+_DTYPES = {str(t).removeprefix("torch."): t for t in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}
+
+
+def grid_key(t: float) -> str:
+    """The column-name spelling of a grid tolerance: `1e-04`, or repr(t) when one digit does not suffice."""
+    short = f"{t:.0e}"
+    return short if float(short) == t else repr(float(t))
+
+
+def _margins(dtype: torch.dtype) -> tuple[float, float, float, float]:
+    """(u, s, relative margin, absolute margin) of a comparison dtype: unit roundoff, smallest subnormal."""
+    info = torch.finfo(dtype)
+    u = info.eps / 2
+    s = info.smallest_normal * info.eps  # the smallest subnormal
+    return u, s, 16 * u, 16 * s
+
+
+@dataclass(frozen=True, eq=False)
+class ErrorEvidence:
+    """The evidence of one output against one reference (see the module docstring for every field).
+    Element-wise fields are None when shapes or dtypes do not match."""
+
+    shape_match: bool
+    dtype_match: bool
+    out_shape: tuple[int, ...]
+    ref_shape: tuple[int, ...]
+    out_dtype: str
+    ref_dtype: str
+    compare_dtype: str | None = None
+    n: int | None = None
+    n_unequal: int | None = None
+    n_nan_out: int | None = None
+    n_nan_ref: int | None = None
+    n_nan_both: int | None = None
+    n_inf_mismatch: int | None = None
+    n_inf_equal: int | None = None
+    n_overflow: int | None = None
+    hull_r: np.ndarray | None = None
+    hull_d: np.ndarray | None = None
+    hull_complete: bool | None = None
+    hull_slack: float | None = None
+    tolerance_grid: tuple[float, ...] = DEFAULT_GRID
+    n_within: tuple[int, ...] | None = None
+    l2_diff: float | None = None
+    l2_ref: float | None = None
+    cosine: float | None = None
+    max_abs: float | None = None
+    max_rel: float | None = None
+    rmse: float | None = None
+    rel_l1: float | None = None
+    all_zero_out: bool | None = None
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ErrorEvidence):
+            return NotImplemented
+        for f in fields(self):
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+                if a is None or b is None or not np.array_equal(a, b):
+                    return False
+            elif a != b:
+                return False
+        return True
+
+    @property
+    def comparable(self) -> bool:
+        """Shapes and dtypes match, so the element-wise fields are filled."""
+        return self.shape_match and self.dtype_match
+
+    # ---- verdicts -------------------------------------------------------------------------------------
+
+    def _early_verdict(self, atol: float, rtol: float, equal_nan: bool) -> bool | None:
+        """The verdict when it does not depend on the hull, else None."""
+        if not (atol >= 0):
+            raise OracleAuditError(f"atol must be ≥ 0, got {atol!r}")
+        if not (rtol >= 0):
+            raise OracleAuditError(f"rtol must be ≥ 0, got {rtol!r}")
+        if not self.comparable:
+            return False
+        if self.n_nan_out or self.n_nan_ref or self.n_inf_mismatch or self.n_overflow:
+            return False
+        if self.n_nan_both and not equal_nan:
+            return False
+        if atol == 0 and rtol == 0:  # torch.isclose short-circuits to an equality test
+            return self.n_unequal - self.n_nan_both == 0
+        if len(self.hull_r) == 0:
+            return True
+        return None
+
+    def _replay(self, atol: float, rtol: float) -> bool:
+        dtype = _DTYPES[self.compare_dtype]
+        r = torch.tensor(self.hull_r, dtype=torch.float64).to(dtype)  # exact: the values came from dtype
+        d = torch.tensor(self.hull_d, dtype=torch.float64).to(dtype)
+        allowed = atol + (rtol * r).abs()  # the operations of torch.isclose, in its order
+        return bool((torch.isfinite(d) & (d <= allowed)).all())
+
+    def allclose(self, atol: float, rtol: float, equal_nan: bool = False) -> bool:
+        """`torch.allclose(out, ref, rtol=rtol, atol=atol, equal_nan=equal_nan)`, from the evidence: exact
+        (see `is_exact` when `hull_complete` is False). A shape or dtype mismatch gives False where
+        torch.allclose would raise."""
+        early = self._early_verdict(atol, rtol, equal_nan)
+        return self._replay(atol, rtol) if early is None else early
+
+    def is_exact(self, atol: float, rtol: float, equal_nan: bool = False) -> bool:
+        """Whether `allclose(atol, rtol, equal_nan)` is provably torch.allclose's verdict: always when
+        `hull_complete`; otherwise unless the tolerance line is within rounding of the error hull."""
+        if self._early_verdict(atol, rtol, equal_nan) is not None or self.hull_complete:
+            return True
+        if not self._replay(atol, rtol):
+            return True  # a stored, real point fails
+        u, s, _, _ = _margins(_DTYPES[self.compare_dtype])
+        vr, vd = _chain(self.hull_r, self.hull_d)
+        with np.errstate(over="ignore", invalid="ignore"):
+            low = (1 - 8 * u) * (atol + rtol * vr) - 8 * s  # a lower bound of g(r) at the breakpoints
+            high = (1 + self.hull_slack) * vd * (1 + 1e-12)
+        return bool(np.all(low >= high))
+
+    # ---- fraction-within rules ------------------------------------------------------------------------
+
+    def within_count(self, t: float) -> int | None:
+        """How many elements satisfy torch.isclose(out, ref, rtol=t, atol=t); t must be a grid value."""
+        if not self.comparable:
+            return None
+        try:
+            index = self.tolerance_grid.index(float(t))
+        except ValueError:
+            raise OracleAuditError(
+                f"tolerance {t!r} is not on the evidence's tolerance grid {list(self.tolerance_grid)}") from None
+        return self.n_within[index]
+
+    def fraction_within(self, t: float) -> float | None:
+        """The fraction of elements within tolerance t (atol = rtol = t, NaN never within); exact for the
+        values of `tolerance_grid`; 1.0 for an empty output, None on a shape/dtype mismatch."""
+        count = self.within_count(t)
+        if count is None:
+            return None
+        return 1.0 if self.n == 0 else count / self.n
+
+    # ---- flat storage ---------------------------------------------------------------------------------
+
+    def to_row(self, prefix: str) -> dict[str, Any]:
+        """Flat columns `{prefix}{field}`; the grid counts as `{prefix}within_{grid_key(t)}`."""
+        row: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "tolerance_grid":
+                continue
+            if f.name == "n_within":
+                for i, t in enumerate(self.tolerance_grid):
+                    row[f"{prefix}within_{grid_key(t)}"] = None if value is None else int(value[i])
+                continue
+            if isinstance(value, np.ndarray):
+                value = value.tolist()
+            elif isinstance(value, tuple):
+                value = list(value)
+            row[prefix + f.name] = value
+        return row
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any], prefix: str) -> "ErrorEvidence | None":
+        """The evidence stored by `to_row` (a dict or a pandas row); None when the row holds none."""
+        if _missing(row.get(prefix + "shape_match")):
+            return None
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name in ("tolerance_grid", "n_within"):
+                continue
+            value = row.get(prefix + f.name)
+            values[f.name] = None if _missing(value) else value
+        within = sorted((float(k[len(prefix) + len("within_"):]), k) for k in row.keys()
+                        if isinstance(k, str) and k.startswith(prefix + "within_"))
+        grid = tuple(t for t, _ in within)
+        counts = [row[k] for _, k in within]
+        values["tolerance_grid"] = grid
+        values["n_within"] = None if any(_missing(c) for c in counts) else tuple(int(c) for c in counts)
+        for name in ("out_shape", "ref_shape"):
+            values[name] = tuple(int(x) for x in values[name])
+        for name in ("hull_r", "hull_d"):
+            if values[name] is not None:
+                values[name] = _frozen(np.asarray(values[name], dtype=np.float64))
+        for name in ("n", "n_unequal", "n_nan_out", "n_nan_ref", "n_nan_both", "n_inf_mismatch", "n_inf_equal",
+                     "n_overflow"):
+            if values[name] is not None:
+                values[name] = int(values[name])
+        for name in ("shape_match", "dtype_match", "hull_complete", "all_zero_out"):
+            if values[name] is not None:
+                values[name] = bool(values[name])
+        for name in ("hull_slack", "l2_diff", "l2_ref", "cosine", "max_abs", "max_rel", "rmse", "rel_l1"):
+            if values[name] is not None:
+                values[name] = float(values[name])
+        return cls(**values)
+
+
+def arrow_fields(prefix: str, grid: Sequence[float] = DEFAULT_GRID) -> list[pa.Field]:
+    """The Parquet columns of `ErrorEvidence.to_row(prefix)`, all nullable, in `to_row`'s order."""
+    types = {
+        "shape_match": pa.bool_(), "dtype_match": pa.bool_(), "out_shape": pa.list_(pa.int64()),
+        "ref_shape": pa.list_(pa.int64()), "out_dtype": pa.string(), "ref_dtype": pa.string(),
+        "compare_dtype": pa.string(), "hull_r": pa.list_(pa.float64()), "hull_d": pa.list_(pa.float64()),
+        "hull_complete": pa.bool_(), "hull_slack": pa.float64(), "all_zero_out": pa.bool_(),
+    }
+    out = []
+    for f in fields(ErrorEvidence):
+        if f.name == "tolerance_grid":
+            continue
+        if f.name == "n_within":
+            out.extend(pa.field(f"{prefix}within_{grid_key(t)}", pa.int64()) for t in grid)
+        elif f.name in types:
+            out.append(pa.field(prefix + f.name, types[f.name]))
+        elif f.name.startswith("n"):
+            out.append(pa.field(prefix + f.name, pa.int64()))
+        else:
+            out.append(pa.field(prefix + f.name, pa.float64()))
+    return out
+
+
+def _missing(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, float) and math.isnan(value):
+        return True
+    try:
+        import pandas as pd
+        return value is pd.NA or value is pd.NaT
+    except ImportError:  # pragma: no cover
+        return False
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
+
+
+# ---- measuring ------------------------------------------------------------------------------------------
+
+
+def measure(out: torch.Tensor, ref: torch.Tensor, *, expected_dtype: torch.dtype | None = None,
+            tolerance_grid: Sequence[float] = DEFAULT_GRID) -> ErrorEvidence:
+    """The exact error evidence of `out` against `ref`. `expected_dtype` is the dtype `out` must have;
+    by default ref's, except that any floating-point `out` may be measured against a float64 reference
+    (the fp64 reference; pass the fp32 reference's dtype to check the output's dtype there too)."""
+    grid = tuple(float(t) for t in tolerance_grid)
+    if not grid or any(not (t > 0 and math.isfinite(t)) for t in grid) or len(set(grid)) != len(grid):
+        raise OracleAuditError(f"tolerance_grid must be distinct finite values > 0, got {list(tolerance_grid)}")
+    expected = ref.dtype if expected_dtype is None else expected_dtype
+    if expected_dtype is None and ref.dtype == torch.float64 and out.dtype.is_floating_point:
+        expected = out.dtype
+    header = dict(
+        shape_match=tuple(out.shape) == tuple(ref.shape),
+        dtype_match=out.dtype == expected,
+        out_shape=tuple(int(x) for x in out.shape),
+        ref_shape=tuple(int(x) for x in ref.shape),
+        out_dtype=str(out.dtype).removeprefix("torch."),
+        ref_dtype=str(ref.dtype).removeprefix("torch."),
+        tolerance_grid=grid,
+    )
+    if not (header["shape_match"] and header["dtype_match"]):
+        return ErrorEvidence(**header)
+    common = torch.promote_types(out.dtype, ref.dtype)
+    if common.is_complex:
+        raise OracleAuditError(f"complex outputs are not supported (out {out.dtype}, ref {ref.dtype})")
+    with torch.no_grad():
+        a = out.detach().to(dtype=common)
+        b = ref.detach().to(device=a.device, dtype=common)
+        return _measure(a, b, header, grid)
+
+
+def _measure(a: torch.Tensor, b: torch.Tensor, header: dict[str, Any], grid: tuple[float, ...]) -> ErrorEvidence:
+    a = a.reshape(-1)
+    b = b.reshape(-1)
+    eq = a == b
+    if a.is_floating_point():
+        af, bf = a, b
+    else:  # torch.isclose casts integer and bool operands to the default float dtype first
+        af, bf = a.to(torch.get_default_dtype()), b.to(torch.get_default_dtype())
+    dtype = af.dtype
+    d = (af - bf).abs()
+    r = bf.abs()
+    nan_a, nan_b = torch.isnan(af), torch.isnan(bf)
+    inf_a, inf_b = torch.isinf(af), torch.isinf(bf)
+    fin = torch.isfinite(af) & torch.isfinite(bf)
+    d_fin = torch.isfinite(d)
+    counts = [
+        torch.tensor(a.numel(), device=a.device),
+        (~eq).sum(),
+        (nan_a & ~nan_b).sum(),
+        (nan_b & ~nan_a).sum(),
+        (nan_a & nan_b).sum(),
+        (~eq & (inf_a | inf_b) & ~nan_a & ~nan_b).sum(),
+        (eq & inf_a).sum(),
+        (fin & ~d_fin).sum(),
+        *_within_counts(a, b, eq, fin & ~eq & d_fin, r, d, grid),
+    ]
+    n, n_unequal, n_nan_out, n_nan_ref, n_nan_both, n_inf_mismatch, n_inf_equal, n_overflow, *n_within = (
+        torch.stack([c.to(torch.int64) for c in counts]).tolist())
+
+    points = fin & ~eq & d_fin & (d > 0)
+    hull_r, hull_d, complete, slack = _hull(r[points].to(torch.float64), d[points].to(torch.float64), dtype)
+
+    stats = _statistics(a[fin].to(torch.float64), b[fin].to(torch.float64))
+    all_zero = bool(((a == 0).all() & (b != 0).any()).item()) if a.numel() else False
+    return ErrorEvidence(
+        **header, compare_dtype=str(dtype).removeprefix("torch."), n=n, n_unequal=n_unequal,
+        n_nan_out=n_nan_out, n_nan_ref=n_nan_ref, n_nan_both=n_nan_both, n_inf_mismatch=n_inf_mismatch,
+        n_inf_equal=n_inf_equal, n_overflow=n_overflow, hull_r=_frozen(hull_r), hull_d=_frozen(hull_d),
+        hull_complete=complete, hull_slack=slack, n_within=tuple(n_within), all_zero_out=all_zero, **stats)
+
+
+def _within_counts(a: torch.Tensor, b: torch.Tensor, eq: torch.Tensor, rest: torch.Tensor, r: torch.Tensor,
+                   d: torch.Tensor, grid: tuple[float, ...]) -> list[torch.Tensor]:
+    """For each grid value t, the count of torch.isclose(a, b, rtol=t, atol=t) (0-dim tensors).
+
+    Fast path (float32/float64 comparisons, grids with steps ≥ ×1.5 above 1e-30): equal elements pass every
+    t, non-finite differences none; an unequal element with a finite difference passes t iff
+    d ≤ t + |t·r| evaluated as torch.isclose does, and passing is monotone in t. Its first passing grid index
+    is within one of k = the first index with t ≥ d / (1 + r) (the real-arithmetic answer; neighbouring grid
+    values differ by far more than rounding), so two exact evaluations per element (at grid[k-1] and
+    grid[k], cast to the comparison dtype as isclose casts its scalars) decide it."""
+    ratios = [hi / lo for lo, hi in zip(grid, grid[1:])]
+    fast = (d.dtype in (torch.float32, torch.float64) and min(grid) >= 1e-30 and list(grid) == sorted(grid)
+            and all(q >= 1.5 for q in ratios))
+    if not fast:
+        return [torch.isclose(a, b, rtol=t, atol=t).sum() for t in grid]
+    rs, ds = r[rest], d[rest]
+    est = ds.to(torch.float64) / (1 + rs.to(torch.float64))
+    size = len(grid)
+    k = torch.searchsorted(torch.tensor(grid, dtype=torch.float64, device=d.device), est)  # grid[k] >= est
+    ts = torch.tensor(grid, dtype=d.dtype, device=d.device)  # the scalar t as isclose casts it
+    below = ts[(k - 1).clamp(min=0, max=size - 1)]
+    at = ts[k.clamp(max=size - 1)]
+    ok_below = (k >= 1) & (ds <= below + (below * rs).abs())
+    ok_at = (k < size) & (ds <= at + (at * rs).abs())
+    first = torch.where(ok_below, k - 1, torch.where(ok_at, k, k + 1))
+    passing = torch.bincount(first.clamp(max=size), minlength=size + 1)[:size].cumsum(0)
+    n_eq = eq.sum()
+    return [n_eq + passing[j] for j in range(size)]
+
+
+def _scaled_norm(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(scale, ‖x/scale‖₂) with scale = max|x| (1 where x is all zero), safe from overflow."""
+    scale = x.abs().max()
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    return scale, torch.linalg.vector_norm(x / scale)
+
+
+def _statistics(a: torch.Tensor, b: torch.Tensor) -> dict[str, float | None]:
+    keys = ("l2_diff", "l2_ref", "cosine", "max_abs", "max_rel", "rmse", "rel_l1")
+    if a.numel() == 0:
+        return dict.fromkeys(keys)
+    diff = (a - b).abs()
+    rb = b.abs()
+    sd, nd = _scaled_norm(diff)
+    sb, nb = _scaled_norm(b)
+    sa, na = _scaled_norm(a)
+    dot = ((a / sa) * (b / sb)).sum()
+    positive = rb > 0
+    rel = (diff[positive] / rb[positive]).max() if bool(positive.any()) else torch.tensor(math.nan, dtype=torch.float64)
+    values = torch.stack([
+        sd * nd, sb * nb, dot / (na * nb), diff.max(), rel.to(diff.device), rb.sum(), diff.sum(), na,
+    ]).tolist()
+    l2_diff, l2_ref, cosine, max_abs, max_rel, sum_ref, sum_diff, norm_a = values
+    return {
+        "l2_diff": l2_diff,
+        "l2_ref": l2_ref,
+        "cosine": cosine if (norm_a > 0 and l2_ref > 0) else None,
+        "max_abs": max_abs,
+        "max_rel": None if math.isnan(max_rel) else max_rel,
+        "rmse": l2_diff / math.sqrt(a.numel()),
+        "rel_l1": sum_diff / sum_ref if sum_ref > 0 else None,
+    }
+
+
+# ---- the hull -------------------------------------------------------------------------------------------
+
+
+def _chain(r: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The upper-left convex chain of points (float64 numpy): sorted by r, strictly increasing in r and d,
+    concave; the points of the set that maximise d − ρ·r for some ρ ≥ 0."""
+    order = np.lexsort((-d, r))
+    r, d = r[order], d[order]
+    if len(r) == 0:
+        return r, d
+    best = np.maximum.accumulate(d)
+    keep = np.empty(len(d), dtype=bool)
+    keep[0] = True
+    keep[1:] = d[1:] > best[:-1]
+    r, d = r[keep], d[keep]
+    # Vectorised passes drop points below the chord of their neighbours (never a hull vertex) ...
+    while len(r) > 64:
+        cross = (r[1:-1] - r[:-2]) * (d[2:] - d[:-2]) - (d[1:-1] - d[:-2]) * (r[2:] - r[:-2])
+        drop = np.zeros(len(r), dtype=bool)
+        drop[1:-1] = cross >= 0
+        if not drop.any():
+            break
+        r, d = r[~drop], d[~drop]
+    # ... then the monotone chain finishes the job.
+    hr: list[float] = []
+    hd: list[float] = []
+    for x, y in zip(r.tolist(), d.tolist()):
+        while len(hr) >= 2 and (hr[-1] - hr[-2]) * (y - hd[-2]) - (hd[-1] - hd[-2]) * (x - hr[-2]) >= 0:
+            hr.pop()
+            hd.pop()
+        hr.append(x)
+        hd.append(y)
+    return np.array(hr, dtype=np.float64), np.array(hd, dtype=np.float64)
+
+
+def _envelope_mask(r: torch.Tensor, d: torch.Tensor, vr: torch.Tensor, vd: torch.Tensor, rel: float,
+                   absolute: float) -> torch.Tensor:
+    """True for the points not proven redundant by the chain (vr, vd): left of it, above it, or within the
+    margin below it (and not dominated by a chain vertex)."""
+    j = torch.searchsorted(vr, r, right=True) - 1
+    left = j < 0
+    j = j.clamp(min=0)
+    k = (j + 1).clamp(max=len(vr) - 1)
+    rj, dj, rk, dk = vr[j], vd[j], vr[k], vd[k]
+    dominated = ~left & (d <= dj)
+    inner = k > j
+    span = torch.where(inner, rk - rj, torch.ones_like(rk))
+    chord = dj + (dk - dj) * ((r - rj) / span)
+    below = ~left & inner & (d < chord * (1 - rel) - absolute)
+    return ~(dominated | below)
+
+
+def _hull(r: torch.Tensor, d: torch.Tensor, dtype: torch.dtype) -> tuple[np.ndarray, np.ndarray, bool, float]:
+    """(hull_r, hull_d, hull_complete, hull_slack) of the finite points with d > 0 (float64 tensors)."""
+    empty = np.zeros(0, dtype=np.float64)
+    if r.numel() == 0:
+        return empty, empty.copy(), True, 0.0
+    _, _, rel, absolute = _margins(dtype)
+    # 1. Drop dominated points on the device: bin r monotonically (zero, then 8 bins per binade); a point
+    #    whose d does not exceed the largest d of all lower bins is dominated by that point.
+    mantissa, exponent = torch.frexp(r)
+    sub = (mantissa * 16).to(torch.int64).clamp(8, 15) - 8
+    code = exponent.to(torch.int64) * 8 + sub
+    positive = r > 0
+    low = code[positive].min() if bool(positive.any()) else code.new_tensor(0)
+    key = torch.where(positive, code - low + 1, torch.zeros_like(code))
+    bins = torch.zeros(int(key.max()) + 1, dtype=d.dtype, device=d.device)
+    bins.scatter_reduce_(0, key, d, reduce="amax", include_self=False)
+    lower = torch.cat([bins.new_zeros(1), torch.cummax(bins, 0).values[:-1]])
+    survive = d > lower[key]
+    r, d = r[survive], d[survive]
+    # 2. The Pareto front: sort by r (d descending among equal r), keep the strict prefix maxima of d.
+    order = torch.argsort(d, descending=True, stable=True)
+    r, d = r[order], d[order]
+    order = torch.argsort(r, stable=True)
+    r, d = r[order], d[order]
+    best = torch.cummax(d, 0).values
+    front = torch.ones_like(d, dtype=torch.bool)
+    front[1:] = d[1:] > best[:-1]
+    # 3. Its upper-left convex chain (on the CPU), then 4. every point the chain does not prove redundant.
+    vr, vd = _chain(r[front].cpu().numpy(), d[front].cpu().numpy())
+    keep = _envelope_mask(r, d, torch.from_numpy(vr).to(r.device), torch.from_numpy(vd).to(r.device), rel, absolute)
+    if int(keep.sum()) + len(vr) <= MAX_HULL_POINTS:
+        pr = np.concatenate([r[keep].cpu().numpy(), vr])
+        pd_ = np.concatenate([d[keep].cpu().numpy(), vd])
+        points = np.unique(np.stack([pr, pd_], axis=1), axis=0)  # sorted by (r, d), duplicates once
+        return np.ascontiguousarray(points[:, 0]), np.ascontiguousarray(points[:, 1]), True, 0.0
+    if len(vr) <= MAX_HULL_POINTS:
+        return vr, vd, False, 0.0
+    picked = _simplify(vr, vd, MAX_HULL_POINTS)
+    kr, kd = vr[picked], vd[picked]
+    j = np.searchsorted(kr, vr, side="right") - 1
+    k = np.minimum(j + 1, len(kr) - 1)
+    span = np.where(k > j, kr[k] - kr[j], 1.0)
+    chord = np.where(k > j, kd[j] + (kd[k] - kd[j]) * ((vr - kr[j]) / span), kd[j])
+    slack = float(np.max((vd - chord) / chord))
+    return kr, kd, False, max(slack, 0.0) * (1 + 1e-9) + 1e-15
+
+
+def _chord_gap(vr: np.ndarray, vd: np.ndarray, i: int, k: int) -> float:
+    """How far (relative) the chain's vertices strictly between i and k rise above the chord i–k."""
+    if k - i < 2:
+        return 0.0
+    rj, dj = vr[i + 1:k], vd[i + 1:k]
+    chord = vd[i] + (vd[k] - vd[i]) * ((rj - vr[i]) / (vr[k] - vr[i]))
+    return float(np.max((dj - chord) / chord))
+
+
+def _simplify(vr: np.ndarray, vd: np.ndarray, limit: int) -> np.ndarray:
+    """Indices of at most `limit` vertices of a concave chain, both ends included, chosen to keep the largest
+    relative rise of an omitted vertex above the kept chords small (bisection on that rise; for a fixed
+    start the rise only grows with the chord's end, so each pass greedily takes the longest chords)."""
+    n = len(vr)
+
+    def greedy(delta: float) -> list[int] | None:
+        kept, i = [0], 0
+        while i < n - 1:
+            good, step = i + 1, 1
+            while good + step <= n - 1 and _chord_gap(vr, vd, i, good + step) <= delta:
+                good += step
+                step *= 2
+            bad = min(good + step, n)
+            while bad - good > 1:
+                mid = (good + bad) // 2
+                if _chord_gap(vr, vd, i, mid) <= delta:
+                    good = mid
+                else:
+                    bad = mid
+            kept.append(good)
+            i = good
+            if len(kept) > limit:
+                return None
+        return kept
+
+    lo, hi = math.log(1e-16), math.log(max(_chord_gap(vr, vd, 0, n - 1), 1e-16) * 2)
+    best = greedy(math.exp(hi)) or [0, n - 1]
+    for _ in range(24):
+        mid = (lo + hi) / 2
+        attempt = greedy(math.exp(mid))
+        if attempt is None:
+            lo = mid
+        else:
+            best, hi = attempt, mid
+    return np.array(best, dtype=np.int64)

@@ -1,0 +1,424 @@
+"""The evidence store: the append-only folder of observations that the run stage writes and scoring reads.
+
+Folder contract
+
+    EVIDENCE/
+      manifest.json                      schema_version, meta (the run's identity: pool, mutants, ...),
+                                         parts: [{file, rows, sha256}] — the committed parts, in order
+      parts/part-<seq>-<worker>.parquet  one batch of observation rows each (zstd; `OBSERVATION_SCHEMA`,
+                                         with schema_version in the Parquet metadata)
+
+Only parts listed in the manifest count. `append` writes a part under a temporary name, renames it into
+place, then replaces the manifest atomically; a crash in between leaves an orphan part that every reader
+ignores (`remove_orphans` deletes it), never a half-written manifest, so a resumed run neither loses nor
+duplicates rows. A store has one writer at a time: each worker (process, GPU, machine) writes its own store
+and `merge` unions them.
+
+Rows are keyed by `KEY_COLUMNS` = (problem, mutant_id, input_id, output_index): the problem is part of the
+key because the unmutated kernel of every problem is `"original"` and the pool's input keys do not name the
+problem. Append all outputs of one (problem, mutant, input) in one call: `done_keys` reports a
+(problem, mutant_id, input_id) as done once any of its rows is committed.
+
+Row schema (`OBSERVATION_SCHEMA`; every column not in `REQUIRED_COLUMNS` is nullable):
+    problem, mutant_id ("original" for the unmutated kernel, "reference" for the fp32 reference itself),
+    input_id (the pool entry key), input_seed (int64), shape_variant, distribution, output_index (int32),
+    status (one of `STATUSES`), error_class, error_message, time_ms (float64), repeat_bitwise_equal,
+    fp32_* (the `ErrorEvidence` of the output against the fp32 reference; empty on "reference" rows),
+    fp64_* (against the fp64 reference; on "reference" rows: the fp32 reference against the fp64 one),
+    ref_matmul_tf32, ref_cudnn_tf32, ref_matmul_precision, ref_device (the fp32 reference's math mode).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from oracleaudit.errors import OracleAuditError
+from oracleaudit.evidence import arrow_fields
+from oracleaudit.mutant import write_atomic
+
+__all__ = [
+    "DTYPE_MISMATCH",
+    "EvidenceStore",
+    "KEY_COLUMNS",
+    "MANIFEST_FILE",
+    "OBSERVATION_SCHEMA",
+    "OK",
+    "OOM",
+    "ORIGINAL",
+    "PARTS_DIR",
+    "REFERENCE",
+    "REQUIRED_COLUMNS",
+    "RUNTIME_ERROR",
+    "SHAPE_MISMATCH",
+    "STATUSES",
+    "STORE_SCHEMA_VERSION",
+    "TIMEOUT",
+]
+
+STORE_SCHEMA_VERSION = 1
+MANIFEST_FILE = "manifest.json"
+PARTS_DIR = "parts"
+SCHEMA_VERSION_KEY = b"oracleaudit.schema_version"
+
+OK = "Ok"
+RUNTIME_ERROR = "RuntimeError"
+TIMEOUT = "Timeout"
+SHAPE_MISMATCH = "ShapeMismatch"
+DTYPE_MISMATCH = "DtypeMismatch"
+OOM = "OOM"
+STATUSES = (OK, RUNTIME_ERROR, TIMEOUT, SHAPE_MISMATCH, DTYPE_MISMATCH, OOM)
+
+ORIGINAL = "original"
+REFERENCE = "reference"
+
+KEY_COLUMNS = ("problem", "mutant_id", "input_id", "output_index")
+REQUIRED_COLUMNS = ("problem", "mutant_id", "input_id", "input_seed", "shape_variant", "distribution",
+                    "output_index", "status")
+
+OBSERVATION_SCHEMA = pa.schema(
+    [
+        pa.field("problem", pa.string(), nullable=False),
+        pa.field("mutant_id", pa.string(), nullable=False),
+        pa.field("input_id", pa.string(), nullable=False),
+        pa.field("input_seed", pa.int64(), nullable=False),
+        pa.field("shape_variant", pa.string(), nullable=False),
+        pa.field("distribution", pa.string(), nullable=False),
+        pa.field("output_index", pa.int32(), nullable=False),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("error_class", pa.string()),
+        pa.field("error_message", pa.string()),
+        pa.field("time_ms", pa.float64()),
+        pa.field("repeat_bitwise_equal", pa.bool_()),
+        *arrow_fields("fp32_"),
+        *arrow_fields("fp64_"),
+        pa.field("ref_matmul_tf32", pa.bool_()),
+        pa.field("ref_cudnn_tf32", pa.bool_()),
+        pa.field("ref_matmul_precision", pa.string()),
+        pa.field("ref_device", pa.string()),
+    ],
+    metadata={SCHEMA_VERSION_KEY: str(STORE_SCHEMA_VERSION).encode()},
+)
+
+_PART_NAME = re.compile(r"part-(\d{6,})-(\w+)\.parquet")
+_WORKER = re.compile(r"\w+")
+_SORT = [(name, "ascending") for name in KEY_COLUMNS]
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write_part(table: pa.Table, path: Path) -> None:
+    """Write a Parquet part deterministically (same rows → same bytes) under a temporary name, then rename."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp, compression="zstd", compression_level=3, row_group_size=1 << 20)
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _dedupe_first(table: pa.Table) -> pa.Table:
+    """The first row of each key, in the table's order."""
+    if table.num_rows == 0:
+        return table
+    keys = zip(*(table.column(name).to_pylist() for name in KEY_COLUMNS))
+    seen: set[tuple] = set()
+    keep = []
+    for index, key in enumerate(keys):
+        if key not in seen:
+            seen.add(key)
+            keep.append(index)
+    return table if len(keep) == table.num_rows else table.take(pa.array(keep, type=pa.int64()))
+
+
+class EvidenceStore:
+    """One evidence folder. `EvidenceStore(path).create(meta)` makes a new one, `.open()` reads an existing
+    one (validating the manifest and every committed part's sha256), `.open_or_create(meta)` resumes."""
+
+    def __init__(self, path: Path | str, worker: str = "0"):
+        self.path = Path(path)
+        if not _WORKER.fullmatch(worker):
+            raise OracleAuditError(f"worker must be letters, digits or _, got {worker!r}")
+        self.worker = worker
+        self._manifest: dict[str, Any] | None = None
+        self._keys: set[tuple] | None = None
+
+    def __repr__(self) -> str:
+        return f"EvidenceStore({str(self.path)!r})"
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / MANIFEST_FILE
+
+    @property
+    def parts_dir(self) -> Path:
+        return self.path / PARTS_DIR
+
+    def exists(self) -> bool:
+        return self.manifest_path.is_file()
+
+    # ---- opening --------------------------------------------------------------------------------------
+
+    def create(self, meta: Mapping[str, Any]) -> "EvidenceStore":
+        """A new, empty store identified by `meta` (JSON data: the run's pool, mutants, ...)."""
+        if self.exists():
+            raise OracleAuditError(f"{self.manifest_path}: an evidence store already exists here")
+        meta = self._check_meta(meta)
+        self.parts_dir.mkdir(parents=True, exist_ok=True)
+        self._write_manifest({"schema_version": STORE_SCHEMA_VERSION, "meta": meta, "parts": []})
+        self._keys = set()
+        return self
+
+    def open(self) -> "EvidenceStore":
+        if not self.exists():
+            raise OracleAuditError(f"{self.manifest_path}: no such file (not an evidence store)")
+        where = self.manifest_path
+        try:
+            manifest = json.loads(where.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise OracleAuditError(f"{where}: not JSON ({err})") from None
+        if not isinstance(manifest, dict):
+            raise OracleAuditError(f"{where}: not an evidence manifest")
+        version = manifest.get("schema_version")
+        if version != STORE_SCHEMA_VERSION:
+            raise OracleAuditError(f"{where}: schema_version must be {STORE_SCHEMA_VERSION}, got {version!r}")
+        parts = manifest.get("parts")
+        if not isinstance(manifest.get("meta"), dict) or not isinstance(parts, list):
+            raise OracleAuditError(f"{where}: needs a `meta` object and a `parts` list")
+        for entry in parts:
+            if not (isinstance(entry, dict) and set(entry) == {"file", "rows", "sha256"}
+                    and isinstance(entry["file"], str) and _PART_NAME.fullmatch(Path(entry["file"]).name)):
+                raise OracleAuditError(f"{where}: bad part entry {entry!r}")
+            part = self.path / entry["file"]
+            if not part.is_file():
+                raise OracleAuditError(f"{part}: committed part is missing")
+            if _sha256(part) != entry["sha256"]:
+                raise OracleAuditError(f"{part}: sha256 differs from {MANIFEST_FILE} (changed after it was committed)")
+        self._manifest = manifest
+        self._keys = None
+        return self
+
+    def open_or_create(self, meta: Mapping[str, Any]) -> "EvidenceStore":
+        """Resume the store at this path if it exists (its meta must equal `meta`), else create it."""
+        if not self.exists():
+            return self.create(meta)
+        self.open()
+        meta = self._check_meta(meta)
+        if self.meta != meta:
+            changed = sorted(k for k in set(meta) | set(self.meta) if meta.get(k) != self.meta.get(k))
+            raise OracleAuditError(
+                f"{self.manifest_path}: made for a different run (meta differs in {', '.join(changed)})")
+        return self
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self._require()["meta"]
+
+    @property
+    def parts(self) -> list[Path]:
+        """The committed parts, in commit order."""
+        return [self.path / entry["file"] for entry in self._require()["parts"]]
+
+    @property
+    def num_rows(self) -> int:
+        return sum(entry["rows"] for entry in self._require()["parts"])
+
+    def orphans(self) -> list[Path]:
+        """Files in parts/ that no manifest entry names (left by a crash); readers ignore them."""
+        committed = {p.name for p in self.parts}
+        if not self.parts_dir.is_dir():
+            return []
+        return sorted(p for p in self.parts_dir.iterdir() if p.name not in committed)
+
+    def remove_orphans(self) -> list[Path]:
+        removed = self.orphans()
+        for path in removed:
+            path.unlink()
+        return removed
+
+    # ---- writing --------------------------------------------------------------------------------------
+
+    def append(self, rows: Sequence[Mapping[str, Any]]) -> Path:
+        """Commit rows as one new part; returns its path. Keys already committed are refused."""
+        manifest = self._require()
+        if not rows:
+            raise OracleAuditError(f"{self.path}: no rows to append")
+        table = self._table(rows)
+        keys = self._key_set()
+        batch = set()
+        for key in zip(*(table.column(name).to_pylist() for name in KEY_COLUMNS)):
+            if key in keys or key in batch:
+                raise OracleAuditError(f"{self.path}: row {key} is already recorded (problem, mutant_id, "
+                                       f"input_id, output_index must be unique)")
+            batch.add(key)
+        path = self._commit([table], manifest["parts"])
+        keys |= batch
+        return path
+
+    def merge(self, others: Iterable["EvidenceStore | Path | str"]) -> int:
+        """Add the rows of other stores (partial stores of other workers or machines of the same run) whose
+        keys this store lacks, as one part sorted by key; a key present in several stores is taken from the
+        first (this store, then `others` in order). Returns the number of rows added."""
+        manifest = self._require()
+        keys = set(self._key_set())
+        tables = []
+        for other in others:
+            store = other if isinstance(other, EvidenceStore) else EvidenceStore(other)
+            if store._manifest is None:
+                store.open()
+            if store.meta != self.meta:
+                raise OracleAuditError(
+                    f"{store.manifest_path}: cannot merge a store of a different run into {self.path}")
+            table = _dedupe_first(store.read_table())
+            if table.num_rows == 0:
+                continue
+            columns = [table.column(name).to_pylist() for name in KEY_COLUMNS]
+            take = []
+            for index, key in enumerate(zip(*columns)):
+                if key not in keys:
+                    keys.add(key)
+                    take.append(index)
+            if take:
+                tables.append(table.take(pa.array(take, type=pa.int64())))
+        if not tables:
+            return 0
+        merged = pa.concat_tables(tables).sort_by(_SORT)
+        self._commit([merged], manifest["parts"])
+        self._keys = keys
+        return merged.num_rows
+
+    def compact(self) -> Path | None:
+        """Rewrite all committed rows as one part sorted by key (first committed row of a key kept): the
+        same rows give a byte-identical part whatever order they arrived in (with the same pyarrow). Old
+        parts are deleted after the manifest names the new one. None (and nothing written) for an empty
+        store."""
+        self._require()
+        table = _dedupe_first(self.read_table())
+        if table.num_rows == 0:
+            return None
+        old = self.parts
+        path = self._commit([table.sort_by(_SORT)], [])
+        for part in old:
+            part.unlink(missing_ok=True)
+        self._keys = None
+        return path
+
+    # ---- reading --------------------------------------------------------------------------------------
+
+    def done_keys(self) -> set[tuple[str, str, str]]:
+        """(problem, mutant_id, input_id) of every committed observation: the work a resumed run skips."""
+        return {key[:3] for key in self._key_set()}
+
+    def read_table(self, columns: Sequence[str] | None = None, filters: Any = None) -> pa.Table:
+        """All committed rows as one Arrow table, in commit order. `filters`: a pyarrow compute expression
+        or DNF list such as [("status", "==", "Ok")]."""
+        self._require()
+        if columns is not None:
+            unknown = [c for c in columns if c not in OBSERVATION_SCHEMA.names]
+            if unknown:
+                raise OracleAuditError(f"{self.path}: unknown columns {unknown}")
+        expression = pq.filters_to_expression(filters) if isinstance(filters, list) else filters
+        tables = [self._read_part(part, columns, expression) for part in self.parts]
+        if not tables:
+            empty = OBSERVATION_SCHEMA.empty_table()
+            return empty.select(list(columns)) if columns is not None else empty
+        return pa.concat_tables(tables)
+
+    def read(self, columns: Sequence[str] | None = None, filters: Any = None) -> pd.DataFrame:
+        """All committed rows as a DataFrame (see `read_table`)."""
+        return self.read_table(columns, filters).to_pandas()
+
+    # ---- internals ------------------------------------------------------------------------------------
+
+    def _require(self) -> dict[str, Any]:
+        if self._manifest is None:
+            self.open()
+        return self._manifest
+
+    def _check_meta(self, meta: Mapping[str, Any]) -> dict[str, Any]:
+        try:
+            return json.loads(json.dumps(dict(meta), sort_keys=True))
+        except (TypeError, ValueError) as err:
+            raise OracleAuditError(f"{self.manifest_path}: meta must be JSON data ({err})") from None
+
+    def _write_manifest(self, manifest: dict[str, Any]) -> None:
+        """Replace manifest.json atomically, then adopt it."""
+        write_atomic(self.manifest_path, json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+        self._manifest = manifest
+
+    def _key_set(self) -> set[tuple]:
+        if self._keys is None:
+            table = self.read_table(columns=list(KEY_COLUMNS))
+            self._keys = set(zip(*(table.column(name).to_pylist() for name in KEY_COLUMNS)))
+        return self._keys
+
+    def _next_part(self) -> Path:
+        used = [int(m.group(1)) for p in (self.parts_dir.iterdir() if self.parts_dir.is_dir() else [])
+                if (m := re.search(r"part-(\d+)-", p.name))]
+        return self.parts_dir / f"part-{max(used, default=0) + 1:06d}-{self.worker}.parquet"
+
+    def _commit(self, tables: list[pa.Table], keep: list[dict[str, Any]]) -> Path:
+        """Write one part and make the manifest list `keep` + it, atomically."""
+        table = pa.concat_tables(tables).combine_chunks().replace_schema_metadata(OBSERVATION_SCHEMA.metadata)
+        self.parts_dir.mkdir(parents=True, exist_ok=True)
+        path = self._next_part()
+        _write_part(table, path)
+        entry = {"file": f"{PARTS_DIR}/{path.name}", "rows": table.num_rows, "sha256": _sha256(path)}
+        self._write_manifest({**self._manifest, "parts": [*keep, entry]})
+        return path
+
+    def _table(self, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+        names = set(OBSERVATION_SCHEMA.names)
+        for index, row in enumerate(rows):
+            unknown = sorted(set(row) - names)
+            if unknown:
+                raise OracleAuditError(f"{self.path}: row {index} has unknown columns {unknown}")
+            for name in REQUIRED_COLUMNS:
+                if row.get(name) is None:
+                    raise OracleAuditError(f"{self.path}: row {index} needs {name}, got None")
+            if row["status"] not in STATUSES:
+                raise OracleAuditError(
+                    f"{self.path}: row {index} status must be one of {', '.join(STATUSES)}, got {row['status']!r}")
+        try:
+            return pa.Table.from_pylist([dict(row) for row in rows], schema=OBSERVATION_SCHEMA)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as err:
+            raise OracleAuditError(f"{self.path}: rows do not fit the observation schema ({err})") from None
+
+    def _read_part(self, path: Path, columns: Sequence[str] | None, expression: Any) -> pa.Table:
+        try:
+            handle = pq.ParquetFile(path)
+        except (OSError, pa.ArrowInvalid) as err:
+            raise OracleAuditError(f"{path}: not a Parquet file ({err})") from None
+        schema = handle.schema_arrow
+        version = (schema.metadata or {}).get(SCHEMA_VERSION_KEY)
+        if version != str(STORE_SCHEMA_VERSION).encode():
+            shown = version.decode() if version is not None else None
+            raise OracleAuditError(f"{path}: schema_version must be {STORE_SCHEMA_VERSION}, got {shown!r}")
+        if not schema.remove_metadata().equals(OBSERVATION_SCHEMA.remove_metadata()):
+            raise OracleAuditError(f"{path}: columns differ from the observation schema")
+        table = handle.read(columns=None if expression is not None else columns)
+        if expression is not None:
+            table = table.filter(expression)
+            if columns is not None:
+                table = table.select(list(columns))
+        return table
+
