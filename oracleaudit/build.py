@@ -1,0 +1,247 @@
+"""The compile-once build of a solution and all its mutants: one torch extension per CUDA unit (and chunk of
+variants) holding every variant in its own namespace, selected at run time by intercepting `load_inline`.
+
+A solution calls `load_inline(name, cpp_sources, cuda_sources, functions=[f, ...])` at import time. For
+each such call oracleaudit builds ONE extension whose CUDA source holds variant k (k = 0 is the original,
+then one per mutant) inside `namespace oa_v<k>_ { ... }` (includes hoisted, macros #undef'd between
+variants, `extern "C"` dropped so variants do not clash), whose C++ source repeats the solution's
+declarations in each namespace, and whose bindings export `f__v<k>` for every function f. To run variant k,
+the solution file is executed with `torch.utils.cpp_extension.load_inline` replaced by a function that
+returns a view of that extension in which `f` means `f__v<k>`: `ModelNew` gets the variant transparently.
+
+This module needs no tree-sitter or libclang (the GPU machine lacks them): includes and macros are found
+with line-anchored regular expressions, edits are applied through `CudaUnit` offsets.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import re
+import sys
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from oracleaudit.errors import OracleAuditError
+from oracleaudit.mutant import Mutant
+from oracleaudit.source import CudaUnit, load_units
+
+ORIGINAL = "original"
+MAX_VARIANTS_PER_EXTENSION = 64
+_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[^\n]*", re.M)
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", re.M)
+_EXTERN_C = re.compile(r'extern[ \t]+"C"[ \t]*(?=[^{\s])')
+_HOST_BINDING = re.compile(r"PYBIND11_MODULE|TORCH_LIBRARY")
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One variant of a solution: the original (mutant None) or one mutant."""
+
+    index: int
+    mutant: Mutant | None
+
+    @property
+    def key(self) -> str:
+        return ORIGINAL if self.mutant is None else self.mutant.id
+
+
+@dataclass
+class ExtensionPlan:
+    """One extension to build: a CUDA unit of the solution with a chunk of its variants."""
+
+    unit: CudaUnit
+    variants: list[Variant]
+    name: str
+    chunk: int = 0
+    cuda_source: str = ""
+    cpp_source: str = ""
+
+
+@dataclass
+class BuildPlan:
+    """Everything needed to build and run a solution's variants: for each CUDA unit, one or more
+    extensions (chunks of at most MAX_VARIANTS_PER_EXTENSION variants, each with the original too)."""
+
+    solution: Path
+    variants: list[Variant]
+    extensions: list[ExtensionPlan] = field(default_factory=list)
+
+
+def plan_build(solution: Path, mutants: Sequence[Mutant], call_args: dict[int, dict[str, Any]] | None = None,
+               max_variants: int = MAX_VARIANTS_PER_EXTENSION) -> BuildPlan:
+    """Plan the extensions of one solution: the original plus `mutants` (all of that solution).
+
+    `call_args[unit]` gives the unit's load_inline arguments (cpp_sources and functions); they are read
+    from the solution file when omitted.
+    """
+    units = load_units(solution)
+    for mutant in mutants:
+        if mutant.source_sha256 != units[0].sha256:
+            raise OracleAuditError(f"{solution}: file changed since mutant {mutant.id} was made (sha256 differs)")
+    variants = [Variant(0, None)] + [Variant(i + 1, m) for i, m in enumerate(mutants)]
+    call_args = call_args or load_inline_arguments(solution)
+    plan = BuildPlan(solution, variants)
+    digest = hashlib.sha256(solution.read_bytes()).hexdigest()[:10]
+    for unit in units:
+        args = call_args.get(unit.index)
+        if args is None:
+            raise OracleAuditError(f"{solution}: no load_inline call found for CUDA unit {unit.index}")
+        own = [v for v in variants if v.mutant is None or v.mutant.unit == unit.index]
+        others = [v for v in variants if v.mutant is not None and v.mutant.unit != unit.index]
+        # A mutant of another unit runs this unit's original code: it shares variant 0's code here, so it
+        # is bound to the original's functions instead of being cloned.
+        chunks = [own[i:i + max_variants] for i in range(0, len(own), max_variants)] or [own]
+        for number, chunk in enumerate(chunks):
+            if chunk[0].mutant is not None:
+                chunk = [variants[0], *chunk]
+            name = f"oa_{digest}_{unit.index}_{number}"
+            extension = ExtensionPlan(unit, chunk, name, number)
+            extension.cuda_source = _cuda_source(unit, chunk)
+            extension.cpp_source = _cpp_source(args["cpp_sources"], args["functions"], chunk,
+                                               others if number == 0 else [])
+            plan.extensions.append(extension)
+    return plan
+
+
+def load_inline_arguments(solution: Path) -> dict[int, dict[str, Any]]:
+    """Capture the arguments of each load_inline call by executing the solution with load_inline replaced
+    by a recorder (no compilation happens)."""
+    captured: list[dict[str, Any]] = []
+
+    def recorder(name, cpp_sources, cuda_sources=None, functions=None, **kwargs):
+        captured.append({"name": name, "cpp_sources": cpp_sources, "cuda_sources": cuda_sources,
+                         "functions": functions, "kwargs": kwargs})
+        return _Recorder()
+
+    class _Recorder(types.SimpleNamespace):
+        def __getattr__(self, item):  # the solution may touch the module at import time
+            return lambda *a, **k: None
+
+    _exec_solution(solution, recorder, module_name=f"oracleaudit_probe_{abs(hash(str(solution)))}")
+    units = load_units(solution)
+    result: dict[int, dict[str, Any]] = {}
+    for call in captured:
+        sources = call["cuda_sources"]
+        sources = [sources] if isinstance(sources, str) else list(sources or [])
+        for unit in units:
+            if unit.text in sources:
+                cpp = call["cpp_sources"]
+                cpp = cpp if isinstance(cpp, str) else "\n".join(cpp)
+                functions = call["functions"]
+                if isinstance(functions, dict):
+                    functions = list(functions)
+                result[unit.index] = {"name": call["name"], "cpp_sources": cpp, "functions": list(functions or []),
+                                      "kwargs": call["kwargs"]}
+    return result
+
+
+def _cuda_source(unit: CudaUnit, variants: list[Variant]) -> str:
+    includes = []
+    for line in _INCLUDE.findall(unit.text):
+        if line.strip() not in includes:
+            includes.append(line.strip())
+    macros = list(dict.fromkeys(_DEFINE.findall(unit.text)))
+    parts = ["// oracleaudit: every variant of one CUDA unit, each in its own namespace", *includes]
+    for variant in variants:
+        text = unit.text if variant.mutant is None else unit.edited(variant.mutant.start, variant.mutant.end,
+                                                                     variant.mutant.replacement)
+        if _HOST_BINDING.search(text):
+            raise OracleAuditError(f"{unit.path}: CUDA source defines its own Python bindings; cannot clone it")
+        text = _INCLUDE.sub(lambda m: "", text)
+        text = _EXTERN_C.sub("", text)
+        parts.extend(f"#undef {name}" for name in macros)
+        parts.append(f"namespace oa_v{variant.index}_ {{")
+        parts.append(text)
+        parts.append(f"}}  // namespace oa_v{variant.index}_")
+    parts.extend(f"#undef {name}" for name in macros)
+    return "\n".join(parts) + "\n"
+
+
+def _cpp_source(cpp: str, functions: list[str], variants: list[Variant], shared: list[Variant]) -> str:
+    body = _INCLUDE.sub(lambda m: "", cpp)
+    includes = "\n".join(dict.fromkeys(line.strip() for line in _INCLUDE.findall(cpp)))
+    parts = [includes]
+    for variant in variants:
+        parts.append(f"namespace oa_v{variant.index}_ {{\n{body}\n}}")
+    parts.append("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {")
+    for variant in variants:
+        for function in functions:
+            parts.append(f'  m.def("{function}__v{variant.index}", &oa_v{variant.index}_::{function});')
+    for variant in shared:
+        for function in functions:
+            parts.append(f'  m.def("{function}__v{variant.index}", &oa_v0_::{function});')
+    parts.append("}")
+    return "\n".join(parts) + "\n"
+
+
+class VariantModule(types.ModuleType):
+    """What the solution's `load_inline` returns for variant k: `f` resolves to the extension's `f__v<k>`."""
+
+    def __init__(self, extension: Any, index: int):
+        super().__init__(f"{extension.__name__}__v{index}")
+        self._extension = extension
+        self._index = index
+
+    def __getattr__(self, item: str) -> Any:
+        try:
+            return getattr(self._extension, f"{item}__v{self._index}")
+        except AttributeError:
+            return getattr(self._extension, item)
+
+
+def build(plan: BuildPlan, build_dir: Path, extra_cuda_cflags: Sequence[str] = (), verbose: bool = False) -> dict[str, Any]:
+    """Build every extension of a plan with load_inline (the real one); returns {extension name: module}."""
+    from torch.utils.cpp_extension import load_inline
+
+    call_args = load_inline_arguments(plan.solution)
+    built = {}
+    for extension in plan.extensions:
+        kwargs = dict(call_args[extension.unit.index]["kwargs"])
+        kwargs.pop("build_directory", None)
+        kwargs.pop("verbose", None)
+        kwargs["extra_cuda_cflags"] = [*(kwargs.get("extra_cuda_cflags") or []), *extra_cuda_cflags]
+        directory = build_dir / extension.name
+        directory.mkdir(parents=True, exist_ok=True)
+        built[extension.name] = load_inline(name=extension.name, cpp_sources=extension.cpp_source,
+                                            cuda_sources=extension.cuda_source, functions=None,
+                                            build_directory=str(directory), verbose=verbose, **kwargs)
+    return built
+
+
+def load_variant(plan: BuildPlan, built: dict[str, Any], variant: Variant) -> types.ModuleType:
+    """Execute the solution file with load_inline intercepted so that it gets `variant`."""
+    by_unit: dict[str, Any] = {}
+    for extension in plan.extensions:
+        if any(v.index == variant.index for v in extension.variants) or (
+                variant.mutant is not None and variant.mutant.unit != extension.unit.index and extension.chunk == 0):
+            by_unit.setdefault(extension.unit.text, built[extension.name])
+
+    def intercepted(name, cpp_sources, cuda_sources=None, functions=None, **kwargs):
+        sources = [cuda_sources] if isinstance(cuda_sources, str) else list(cuda_sources or [])
+        for text in sources:
+            if text in by_unit:
+                return VariantModule(by_unit[text], variant.index)
+        raise OracleAuditError(f"{plan.solution}: load_inline({name!r}) has CUDA that was not built")
+
+    return _exec_solution(plan.solution, intercepted, module_name=f"oracleaudit_solution_v{variant.index}")
+
+
+def _exec_solution(path: Path, load_inline: Any, module_name: str) -> types.ModuleType:
+    import torch.utils.cpp_extension as cpp_extension
+
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise OracleAuditError(f"{path}: cannot be imported")
+    module = importlib.util.module_from_spec(spec)
+    original = cpp_extension.load_inline
+    cpp_extension.load_inline = load_inline
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        cpp_extension.load_inline = original
+        sys.modules.pop(module_name, None)
+    return module

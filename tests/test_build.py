@@ -1,0 +1,98 @@
+"""The compile-once build of the run stage: one extension per CUDA unit with every variant in a namespace,
+and the load_inline interception that hands ModelNew the selected variant."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import types
+from pathlib import Path
+
+import pytest
+
+from oracleaudit import build
+from oracleaudit.catalog import load_catalog, select_rules
+from oracleaudit.compiler import Toolchain
+from oracleaudit.mutation import find_mutants
+from oracleaudit.problem import bundled_root
+
+SOFTMAX = bundled_root() / "solutions" / "level1" / "23_Softmax.py"
+
+
+def softmax_mutants(count: int):
+    rules = select_rules(load_catalog(), ["arithmetic", "synchronization"], None)
+    units, *_ = find_mutants([SOFTMAX], rules)
+    return [m for u in units for m in u.mutants][:count]
+
+
+def test_the_plan_puts_the_original_and_every_mutant_in_its_own_namespace() -> None:
+    mutants = softmax_mutants(3)
+    plan = build.plan_build(SOFTMAX, mutants)
+    assert [v.key for v in plan.variants] == ["original", *(m.id for m in mutants)]
+    (extension,) = plan.extensions
+    for index in range(4):
+        assert f"namespace oa_v{index}_ {{" in extension.cuda_source
+        assert f'm.def("softmax_forward__v{index}", &oa_v{index}_::softmax_forward);' in extension.cpp_source
+    assert extension.cuda_source.count("#include <torch/extension.h>") == 1
+    assert extension.cuda_source.count("#undef BLOCK_SIZE") == 5
+
+
+def test_each_namespace_holds_its_mutant_s_edit_and_only_that_edit() -> None:
+    mutants = softmax_mutants(2)
+    plan = build.plan_build(SOFTMAX, mutants)
+    source = plan.extensions[0].cuda_source
+    bodies = [source.split(f"namespace oa_v{i}_ {{")[1].split(f"}}  // namespace oa_v{i}_")[0] for i in range(3)]
+    original = bodies[0]
+    for mutant, body in zip(mutants, bodies[1:]):
+        unit = build.load_units(SOFTMAX)[0]
+        expected = unit.edited(mutant.start, mutant.end, mutant.replacement)
+        assert body.strip("\n") == build._INCLUDE.sub("", expected).strip("\n")
+        assert body != original
+
+
+def test_more_variants_than_one_extension_holds_are_split_into_chunks_that_each_carry_the_original() -> None:
+    mutants = softmax_mutants(7)
+    plan = build.plan_build(SOFTMAX, mutants, max_variants=3)
+    assert [len(e.variants) for e in plan.extensions] == [3, 4, 3]
+    assert all(e.variants[0].key == "original" for e in plan.extensions)
+    covered = [v.key for e in plan.extensions for v in e.variants if v.key != "original"]
+    assert covered == [m.id for m in mutants]
+
+
+def test_a_mutant_of_a_changed_file_is_refused(tmp_path: Path) -> None:
+    mutants = softmax_mutants(1)
+    copy = tmp_path / SOFTMAX.name
+    copy.write_text(SOFTMAX.read_text() + "\n# changed\n")
+    with pytest.raises(build.OracleAuditError, match="file changed since mutant"):
+        build.plan_build(copy, mutants)
+
+
+def test_importing_the_solution_for_a_variant_gives_model_new_that_variant_s_functions() -> None:
+    mutants = softmax_mutants(2)
+    plan = build.plan_build(SOFTMAX, mutants)
+    (extension,) = plan.extensions
+    built = types.SimpleNamespace(__name__=extension.name)
+    for index in range(3):
+        setattr(built, f"softmax_forward__v{index}", lambda x, index=index: ("variant", index, x))
+    for variant in plan.variants:
+        module = build.load_variant(plan, {extension.name: built}, variant)
+        assert module.ModelNew()("input") == ("variant", variant.index, "input")
+
+
+@pytest.mark.nvcc
+def test_the_combined_sources_compile_with_nvcc_and_the_torch_headers(tmp_path: Path) -> None:
+    plan = build.plan_build(SOFTMAX, softmax_mutants(4))
+    (extension,) = plan.extensions
+    toolchain = Toolchain()
+    cu = tmp_path / "variants.cu"
+    cu.write_text("#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n" + extension.cuda_source)
+    cpp = tmp_path / "bindings.cpp"
+    cpp.write_text("#include <torch/extension.h>\n" + extension.cpp_source)
+    device = subprocess.run([toolchain.nvcc, *toolchain.flags("host"), str(cu), "-o", str(tmp_path / "v.ii")],
+                            capture_output=True, text=True)
+    assert device.returncode == 0, device.stderr[-2000:]
+    gxx = shutil.which("g++")
+    if gxx:
+        flags = [f for f in toolchain.host_flags if f.startswith(("-I", "-D", "-std"))]
+        host = subprocess.run([gxx, "-fsyntax-only", *flags, str(cpp)], capture_output=True, text=True)
+        assert host.returncode == 0, host.stderr[-2000:]
