@@ -115,3 +115,40 @@ def _run_mutate(args: argparse.Namespace) -> int:
     else:
         report_text.mutate_summary(summary)
     return 0
+
+
+@command
+def register_run(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "run", help="run every mutant against the input pool on the GPU and record error evidence",
+        description="Build each solution and all its mutants once (one extension, a namespace per variant), run "
+                    "them on every input of the pool against fp32 and fp64 references, and append the exact "
+                    "error evidence to an evidence store. Interrupt at any time; running again continues.")
+    parser.add_argument("--mutants", type=Path, required=True, metavar="DIR", help="folder written by `mutate`")
+    parser.add_argument("--out", type=Path, required=True, metavar="EVIDENCE", help="evidence store folder")
+    parser.add_argument("--pool", default="default", metavar="NAME|FILE", help="input pool (default: default)")
+    parser.add_argument("--gpus", type=int, metavar="N", help="GPUs to use on this machine (default: all)")
+    parser.add_argument("--backend", default="local", choices=("local", "dask"), help="local workers or Dask")
+    parser.add_argument("--scheduler", metavar="ADDR", help="Dask scheduler address (with --backend dask)")
+    parser.add_argument("--timeout-factor", type=float, default=10.0, metavar="F",
+                        help="a mutant may take F × the original's time plus a floor (default: 10)")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.set_defaults(handler=_run_run)
+
+
+def _run_run(args: argparse.Namespace) -> int:
+    from oracleaudit import report_text, runner
+    from oracleaudit.cli import print_json
+
+    result = runner.run(args.mutants, args.out, pool=args.pool, gpus=args.gpus, backend=args.backend,
+                        scheduler=args.scheduler, timeout_factor=args.timeout_factor, show_progress=not args.json)
+    for line in result.errors:
+        print(f"oracleaudit: {line}", file=sys.stderr)
+    summary = result.summary()
+    if args.json:
+        print_json(summary)
+    else:
+        report_text.table("Observations", ["status", "count"], sorted(summary["observations_by_status"].items()))
+        print(f"{summary['variants_run']} variants run, {summary['variants_skipped']} already recorded; "
+              f"build {summary['build_s']} s, wall {summary['wall_s']} s")
+    return 0 if result.variants or result.skipped or not result.errors else 1

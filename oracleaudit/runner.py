@@ -1,0 +1,328 @@
+"""The run stage: mutants → jobs (one per solution) → GPU workers under supervision (timeouts, crashes,
+restarts) → observation rows appended to the evidence store; resumable at variant granularity.
+
+Supervision: each GPU has one worker subprocess (worker.py). The supervisor waits for the worker's messages
+with a deadline: while building, `BUILD_TIMEOUT_S`; for the original, `ORIGINAL_TIMEOUT_S`; for a mutant,
+`timeout_floor_s + timeout_factor × (the original's time over all inputs)`. A worker that misses a deadline
+is killed and the variant is recorded as Timeout on every input; a worker that dies (illegal memory access
+or another sticky CUDA error ends its CUDA context, so the worker exits on purpose) has its variant recorded
+as RuntimeError. Either way a fresh worker takes the rest of the job; the extension build is cached in the
+evidence folder, so the restart does not recompile.
+
+Backends: `local` runs one supervisor thread per GPU (joblib, threads) over a shared queue of jobs;
+`dask` submits each job to a Dask distributed cluster as a task needing one `GPU` resource, and the client
+appends what comes back.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from oracleaudit.errors import OracleAuditError
+from oracleaudit.mutant import PENDING, Mutant, read_mutants
+from oracleaudit.worker import ORIGINAL, REFERENCE, Job
+
+BUILD_TIMEOUT_S = 3600.0
+ORIGINAL_TIMEOUT_S = 600.0
+
+
+@dataclass
+class RunResult:
+    solutions: int = 0
+    variants: int = 0
+    skipped: int = 0
+    by_status: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    errors: list[str] = field(default_factory=list)
+    build_s: float = 0.0
+    wall_s: float = 0.0
+
+    def summary(self) -> dict:
+        return {"solutions": self.solutions, "variants_run": self.variants, "variants_skipped": self.skipped,
+                "observations_by_status": dict(sorted(self.by_status.items())), "errors": self.errors,
+                "build_s": round(self.build_s, 1), "wall_s": round(self.wall_s, 1)}
+
+
+def plan_jobs(mutants: list[Mutant], pool: str, build_root: Path, done: set[str]) -> tuple[list[Job], list[str]]:
+    """One job per solution file: the Pending mutants (the original runs with every job)."""
+    from oracleaudit.pool import Pool
+    from oracleaudit.problem import file_sha256
+
+    by_source: dict[tuple[str, str | None], list[Mutant]] = defaultdict(list)
+    for mutant in mutants:
+        if mutant.status == PENDING:
+            by_source[(mutant.source, mutant.problem_file)].append(mutant)
+    loaded = Pool.load(pool)
+    jobs, errors = [], []
+    for (source, problem_file), group in sorted(by_source.items(), key=lambda kv: kv[0][0]):
+        path = Path(source)
+        if problem_file is None:
+            errors.append(f"{source}: its mutants have no paired problem (run `oracleaudit mutate --problems ROOT`)")
+            continue
+        if not path.is_file():
+            errors.append(f"{source}: no such file (run from the folder `oracleaudit mutate` ran in)")
+            continue
+        if file_sha256(path) != group[0].source_sha256:
+            errors.append(f"{source}: changed since its mutants were made (sha256 differs); mutate again")
+            continue
+        from oracleaudit.worker import _problem
+
+        problem = _problem(problem_file)
+        keys = tuple((e.key, e.seed, e.variant, e.distribution) for e in loaded.entries_for(problem))
+        skip = tuple(k for k in [REFERENCE, ORIGINAL, *(m.id for m in group)] if f"{problem.label}::{k}" in done)
+        if len(skip) == len(group) + 2:
+            continue
+        digest = group[0].source_sha256[:12]
+        jobs.append(Job(solution=str(path), problem_path=str(problem_file),
+                        mutants=tuple(_as_dict(m) for m in group), pool=pool, entry_keys=keys,
+                        build_dir=str(build_root / digest), device="cuda:0", skip_variants=skip))
+    return jobs, errors
+
+
+def _sha256(mutants_dir: Path) -> str:
+    import hashlib
+
+    from oracleaudit.mutant import MUTANTS_FILE
+
+    path = mutants_dir / MUTANTS_FILE if mutants_dir.is_dir() else mutants_dir
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _as_dict(mutant: Mutant) -> dict:
+    from dataclasses import asdict
+
+    return asdict(mutant)
+
+
+class Supervisor:
+    """Drives one worker subprocess on one GPU through jobs, restarting it after a crash or a timeout."""
+
+    def __init__(self, gpu: int, on_rows: Callable[[str, list[dict]], None], timeout_factor: float,
+                 timeout_floor_s: float, log_dir: Path):
+        self.gpu = gpu
+        self.on_rows = on_rows
+        self.timeout_factor = timeout_factor
+        self.timeout_floor_s = timeout_floor_s
+        self.log_dir = log_dir
+        self.process = None
+        self.conn = None
+        self.build_s = 0.0
+
+    def _start(self) -> None:
+        from oracleaudit import worker
+
+        context = multiprocessing.get_context("spawn")
+        parent, child = context.Pipe()
+        self.process = context.Process(target=worker.main, args=(child, f"cuda:{self.gpu}"), daemon=True)
+        self.process.start()
+        self.conn = parent
+
+    def _stop(self, kill: bool) -> None:
+        if self.process is None:
+            return
+        if kill:
+            self.process.kill()
+        else:
+            try:
+                self.conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+        self.process.join(timeout=30)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self.process = None
+
+    def close(self) -> None:
+        self._stop(kill=False)
+
+    def run(self, job: Job) -> list[str]:
+        """Run a job to the end; returns error lines (a job-level failure such as a failed build)."""
+        from dataclasses import replace
+
+        job = replace(job, device=f"cuda:{self.gpu}")
+        entries = job.entry_keys
+        skip = set(job.skip_variants)
+        original_s: float | None = None
+        errors: list[str] = []
+        while True:
+            if self.process is None:
+                self._start()
+            self.conn.send(replace(job, skip_variants=tuple(sorted(skip))))
+            deadline = time.monotonic() + BUILD_TIMEOUT_S
+            current, variant_started = None, time.monotonic()
+            restart = False
+            while not restart:
+                remaining = deadline - time.monotonic()
+                if not self.conn.poll(max(0.0, remaining)):
+                    self._record_failure(job, current, entries, "Timeout", "TimeoutError",
+                                         f"no result within {remaining + (time.monotonic() - variant_started):.0f} s")
+                    skip.add(current or ORIGINAL)
+                    self._stop(kill=True)
+                    restart = True
+                    break
+                try:
+                    message = self.conn.recv()
+                except (EOFError, OSError):
+                    self._record_failure(job, current, entries, "RuntimeError", "WorkerDied",
+                                         f"the worker process died (exit code {self.process.exitcode})")
+                    if current is None:
+                        errors.append(f"{job.solution}: the worker died before running any variant")
+                        self._stop(kill=True)
+                        return errors
+                    skip.add(current)
+                    self._stop(kill=True)
+                    restart = True
+                    break
+                kind = message[0]
+                if kind == "built":
+                    self.build_s += message[1]
+                    deadline = time.monotonic() + ORIGINAL_TIMEOUT_S
+                elif kind == "variant":
+                    current, variant_started = message[1], time.monotonic()
+                    limit = ORIGINAL_TIMEOUT_S if current == ORIGINAL or original_s is None else \
+                        self.timeout_floor_s + self.timeout_factor * original_s
+                    deadline = variant_started + limit
+                elif kind == "rows":
+                    key, rows = message[1], message[2]
+                    if key == ORIGINAL:
+                        original_s = time.monotonic() - variant_started
+                    self.on_rows(key, rows)
+                    skip.add(key)
+                    deadline = time.monotonic() + (BUILD_TIMEOUT_S if current is None else ORIGINAL_TIMEOUT_S)
+                elif kind == "fatal":
+                    skip.add(message[1])
+                    self._stop(kill=True)
+                    restart = True
+                elif kind == "done":
+                    return errors
+                elif kind == "error":
+                    errors.append(f"{job.solution}: {message[1]}")
+                    return errors
+            if not restart:
+                return errors
+
+    def _record_failure(self, job: Job, current: str | None, entries, status: str, error_class: str,
+                        message: str) -> None:
+        if current is None:
+            return
+        from oracleaudit.worker import _problem
+
+        problem = _problem(job.problem_path)
+        rows = [{"mutant_id": current, "problem": problem.label, "input_id": key, "input_seed": seed,
+                 "shape_variant": variant, "distribution": distribution, "output_index": 0, "status": status,
+                 "error_class": error_class, "error_message": message}
+                for key, seed, variant, distribution in entries]
+        self.on_rows(current, rows)
+
+
+def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = None, backend: str = "local",
+        scheduler: str | None = None, timeout_factor: float = 10.0, timeout_floor_s: float = 30.0,
+        show_progress: bool = True) -> RunResult:
+    """Run every Pending mutant (and each solution's original) through the pool on the GPUs; append the
+    observations to the evidence store at `out`. Safe to interrupt and run again."""
+    from oracleaudit.progress import progress_bar
+    from oracleaudit.store import EvidenceStore
+
+    started = time.perf_counter()
+    if timeout_factor <= 0:
+        raise OracleAuditError(f"--timeout-factor must be > 0, got {timeout_factor}")
+    if backend not in ("local", "dask"):
+        raise OracleAuditError(f"--backend must be local or dask, got {backend!r}")
+    if backend == "dask" and not scheduler:
+        raise OracleAuditError("--backend dask needs --scheduler ADDR")
+    mutants = read_mutants(mutants_dir)
+    store = EvidenceStore(out).open_or_create({"pool": pool, "mutants_sha256": _sha256(mutants_dir)})
+    # A variant's rows are appended in one part, so any committed row means the whole variant is recorded.
+    done = {f"{problem}::{mutant}" for problem, mutant, _ in store.done_keys()}
+    jobs, errors = plan_jobs(mutants, pool, out / "builds", done)
+    result = RunResult(solutions=len(jobs), errors=errors)
+    if not jobs:
+        result.wall_s = time.perf_counter() - started
+        return result
+    lock = threading.Lock()
+    total = sum(len(j.mutants) + 1 - len(set(j.skip_variants) - {REFERENCE}) for j in jobs)
+    result.skipped = sum(len(set(j.skip_variants) - {REFERENCE}) for j in jobs)
+
+    with progress_bar("running variants", total=total, enabled=show_progress) as advance:
+        def on_rows(key: str, rows: list[dict]) -> None:
+            with lock:
+                store.append(rows)
+                for row in rows:
+                    result.by_status[row["status"]] += 1
+                if key != REFERENCE:
+                    result.variants += 1
+                    advance(1)
+
+        if backend == "local":
+            _run_local(jobs, gpus, on_rows, timeout_factor, timeout_floor_s, out, result)
+        else:
+            _run_dask(jobs, scheduler, on_rows, timeout_factor, timeout_floor_s, out, result)
+    result.wall_s = time.perf_counter() - started
+    return result
+
+
+def _run_local(jobs, gpus, on_rows, timeout_factor, timeout_floor_s, out, result) -> None:
+    import torch
+    from joblib import Parallel, delayed
+
+    available = torch.cuda.device_count()
+    if available == 0:
+        raise OracleAuditError("no CUDA device: `oracleaudit run` needs a GPU (score needs none)")
+    count = available if gpus is None else gpus
+    if not 1 <= count <= available:
+        raise OracleAuditError(f"--gpus must be between 1 and {available} on this machine, got {count}")
+    work: queue.Queue = queue.Queue()
+    for job in jobs:
+        work.put(job)
+
+    def drive(gpu: int) -> tuple[list[str], float]:
+        supervisor = Supervisor(gpu, on_rows, timeout_factor, timeout_floor_s, out / "logs")
+        errors = []
+        try:
+            while True:
+                try:
+                    job = work.get_nowait()
+                except queue.Empty:
+                    return errors, supervisor.build_s
+                errors += supervisor.run(job)
+        finally:
+            supervisor.close()
+
+    for errors, build_s in Parallel(n_jobs=count, prefer="threads")(delayed(drive)(g) for g in range(count)):
+        result.errors += errors
+        result.build_s += build_s
+
+
+def _run_dask(jobs, scheduler, on_rows, timeout_factor, timeout_floor_s, out, result) -> None:
+    try:
+        from dask.distributed import Client, as_completed
+    except ImportError:
+        raise OracleAuditError("--backend dask needs the optional extra: pip install 'oracleaudit[dask]'") from None
+    client = Client(scheduler)
+    futures = [client.submit(_remote_job, job, timeout_factor, timeout_floor_s, str(out / "builds"),
+                             resources={"GPU": 1}, pure=False) for job in jobs]
+    for future in as_completed(futures):
+        batches, errors, build_s = future.result()
+        for key, rows in batches:
+            on_rows(key, rows)
+        result.errors += errors
+        result.build_s += build_s
+
+
+def _remote_job(job: Job, timeout_factor: float, timeout_floor_s: float, build_root: str):
+    """A job on a Dask worker: supervise a local GPU worker and return the rows (appended by the client)."""
+    batches: list[tuple[str, list[dict]]] = []
+    supervisor = Supervisor(0, lambda key, rows: batches.append((key, rows)), timeout_factor, timeout_floor_s,
+                            Path(build_root))
+    try:
+        errors = supervisor.run(job)
+    finally:
+        supervisor.close()
+    return batches, errors, supervisor.build_s

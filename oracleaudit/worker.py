@@ -1,0 +1,235 @@
+"""The GPU worker: a subprocess bound to one GPU that builds a solution's variants once, computes the fp32 and
+fp64 references on every pool input, runs each variant, and sends back one observation row per (variant,
+input, output tensor).
+
+Protocol (a `multiprocessing` pipe; the worker is started with the spawn method so CUDA starts fresh):
+  parent → worker: a `Job`
+  worker → parent: ("built", seconds) · ("variant", key) before each variant · ("rows", key, rows) after it
+                   · ("done", None) · ("fatal", key, message) just before exiting on a sticky CUDA error.
+The parent (runner.py) turns a silent worker into a Timeout and a dead one into a RuntimeError for the
+variant it was running, and starts a new worker for the rest.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ORIGINAL = "original"
+REFERENCE = "reference"
+WEIGHT_SEED = 42  # KernelBench: torch.manual_seed(42) before constructing Model and ModelNew
+
+
+@dataclass(frozen=True)
+class Job:
+    """One solution's work: its variants (mutant records as dicts; the original is always run first) on
+    the given pool entries."""
+
+    solution: str
+    problem_path: str
+    mutants: tuple[dict, ...]
+    pool: str
+    entry_keys: tuple[tuple[str, int, str, str], ...]  # (key, seed, shape variant, distribution) per input
+    build_dir: str
+    device: str
+    skip_variants: tuple[str, ...] = ()
+
+
+def math_mode(device: str) -> dict[str, Any]:
+    """The fp32 reference's math mode: TF32 flags as PyTorch has them (cuDNN TF32 is on by default)."""
+    import torch
+
+    return {"ref_matmul_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+            "ref_cudnn_tf32": bool(torch.backends.cudnn.allow_tf32),
+            "ref_matmul_precision": torch.get_float32_matmul_precision(), "ref_device": device}
+
+
+def _tensors(value: Any) -> list:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _tensors(item)]
+    return []
+
+
+def _status_of(err: BaseException) -> str:
+    import torch
+
+    if isinstance(err, torch.cuda.OutOfMemoryError) or "out of memory" in str(err).lower():
+        return "OOM"
+    return "RuntimeError"
+
+
+def _first_line(err: BaseException) -> str:
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return (lines[0] if lines else type(err).__name__)[:400]
+
+
+def _context_alive() -> bool:
+    import torch
+
+    try:
+        torch.cuda.synchronize()
+        torch.zeros(1, device="cuda").add_(1).item()
+        return True
+    except Exception:
+        return False
+
+
+def run_job(job: Job, send) -> None:
+    """Do one job in this process, reporting through `send(message)`."""
+    import torch
+
+    from oracleaudit import build as builds
+    from oracleaudit.evidence import measure
+    from oracleaudit.mutant import Mutant
+    from oracleaudit.pool import Pool
+
+    device = job.device
+    torch.cuda.set_device(torch.device(device))
+    mutants = [Mutant(**m) for m in job.mutants]
+    started = time.perf_counter()
+    plan = builds.plan_build(Path(job.solution), mutants)
+    built = builds.build(plan, Path(job.build_dir))
+    send(("built", time.perf_counter() - started))
+
+    problem = _problem(job.problem_path)
+    pool = Pool.load(job.pool)
+    wanted = {key for key, *_ in job.entry_keys}
+    entries = [e for e in pool.entries_for(problem) if e.key in wanted]
+    mode = math_mode(torch.cuda.get_device_name(torch.device(device)))
+    cases = []
+    for entry in entries:
+        module = entry.load_problem(problem)
+        inputs = entry.make_inputs(module, device)
+        torch.manual_seed(WEIGHT_SEED)
+        init = entry_init(module, device)
+        torch.manual_seed(WEIGHT_SEED)
+        model = module.Model(*init).to(device).eval()
+        model64 = copy.deepcopy(model).double()
+        with torch.no_grad():
+            ref32 = [t.detach() for t in _tensors(model(*inputs))]
+            ref64 = [t.detach() for t in _tensors(model64(*[_double(x) for x in inputs]))]
+        torch.cuda.synchronize()
+        cases.append((entry, module, init, model, inputs, ref32, ref64))
+    rows = []
+    for entry, _, _, _, _, ref32, ref64 in cases if REFERENCE not in job.skip_variants else ():
+        for index, (r32, r64) in enumerate(zip(ref32, ref64)):
+            rows.append(_row(REFERENCE, problem, entry, index, "Ok", None, None, None, None, mode,
+                             None, measure(r32, r64)))
+    if rows:
+        send(("rows", REFERENCE, rows))
+
+    variants = [v for v in plan.variants if v.key not in set(job.skip_variants)]
+    for variant in variants:
+        send(("variant", variant.key))
+        rows = []
+        try:
+            solution = builds.load_variant(plan, built, variant)
+        except Exception as err:
+            traceback.print_exc()
+            for entry, *_ in cases:
+                rows.append(_row(variant.key, problem, entry, 0, _status_of(err), type(err).__name__,
+                                 _first_line(err), None, None, mode, None, None))
+            send(("rows", variant.key, rows))
+            continue
+        for entry, module, init, model, inputs, ref32, ref64 in cases:
+            try:
+                torch.manual_seed(WEIGHT_SEED)
+                model_new = solution.ModelNew(*init).to(device).eval()
+                with torch.no_grad():
+                    torch.cuda.synchronize()
+                    begin = time.perf_counter()
+                    first = [t.detach().clone() for t in _tensors(model_new(*inputs))]
+                    torch.cuda.synchronize()
+                    elapsed = 1000 * (time.perf_counter() - begin)
+                    model(*inputs)  # kernel → reference → kernel: exposes reuse of stale buffers
+                    second = [t.detach() for t in _tensors(model_new(*inputs))]
+                    torch.cuda.synchronize()
+            except Exception as err:
+                traceback.print_exc()
+                status = _status_of(err)
+                rows.append(_row(variant.key, problem, entry, 0, status, type(err).__name__, _first_line(err),
+                                 None, None, mode, None, None))
+                if not _context_alive():
+                    send(("rows", variant.key, rows))
+                    send(("fatal", variant.key, f"{type(err).__name__}: {_first_line(err)}"))
+                    os._exit(3)
+                continue
+            if len(first) != len(ref32):
+                rows.append(_row(variant.key, problem, entry, 0, "ShapeMismatch", None,
+                                 f"{len(first)} outputs, reference has {len(ref32)}", elapsed, None, mode, None,
+                                 None))
+                continue
+            for index, (out, again, r32, r64) in enumerate(zip(first, second, ref32, ref64)):
+                status = "Ok"
+                if out.shape != r32.shape:
+                    status = "ShapeMismatch"
+                elif out.dtype != r32.dtype:
+                    status = "DtypeMismatch"
+                same = out.shape == again.shape and out.dtype == again.dtype and bool(
+                    torch.equal(out.view(-1).view(torch.uint8) if out.numel() else out,
+                                again.view(-1).view(torch.uint8) if again.numel() else again))
+                rows.append(_row(variant.key, problem, entry, index, status, None, None, elapsed, same, mode,
+                                 measure(out, r32), measure(out, r64)))
+        send(("rows", variant.key, rows))
+    send(("done", None))
+
+
+def entry_init(module: Any, device: str) -> list:
+    init = list(module.get_init_inputs())
+    return [x.to(device) if hasattr(x, "to") else x for x in init]
+
+
+def _double(x: Any) -> Any:
+    import torch
+
+    if isinstance(x, torch.Tensor) and x.is_floating_point():
+        return x.double()
+    return x
+
+
+def _problem(path: str):
+    from oracleaudit.problem import discover_problems
+
+    target = Path(path).resolve()
+    for problem in discover_problems(target.parent.parent):
+        if problem.path.resolve() == target:
+            return problem
+    raise FileNotFoundError(path)
+
+
+def _row(mutant_id, problem, entry, index, status, error_class, error_message, time_ms, repeat_equal, mode,
+         ev32, ev64) -> dict:
+    """One observation row (store.OBSERVATION_SCHEMA). `ev32`/`ev64` are the ErrorEvidence against the
+    fp32/fp64 reference; on "reference" rows `ev64` is the fp32 reference's own evidence against fp64."""
+    row = {"mutant_id": mutant_id, "problem": problem.label, "input_id": entry.key, "input_seed": entry.seed,
+           "shape_variant": entry.variant, "distribution": entry.distribution, "output_index": index,
+           "status": status, "error_class": error_class, "error_message": error_message, "time_ms": time_ms,
+           "repeat_bitwise_equal": repeat_equal, **mode}
+    if ev32 is not None:
+        row.update(ev32.to_row("fp32_"))
+    if ev64 is not None:
+        row.update(ev64.to_row("fp64_"))
+    return row
+
+
+def main(conn, gpu: str) -> None:
+    """Worker process entry point: take jobs from the pipe until None arrives."""
+    os.environ.setdefault("MAX_JOBS", str(max(1, (os.cpu_count() or 2) // 2)))
+    while True:
+        job = conn.recv()
+        if job is None:
+            return
+        try:
+            run_job(job, conn.send)
+        except Exception as err:
+            traceback.print_exc()
+            conn.send(("error", f"{type(err).__name__}: {_first_line(err)}"))
