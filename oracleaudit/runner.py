@@ -49,8 +49,9 @@ class RunResult:
                 "build_s": round(self.build_s, 1), "wall_s": round(self.wall_s, 1)}
 
 
-def plan_jobs(mutants: list[Mutant], pool: str, build_root: Path, done: set[str]) -> tuple[list[Job], list[str]]:
-    """One job per solution file: the Pending mutants (the original runs with every job)."""
+def plan_jobs(mutants: list[Mutant], pool: str, build_root: Path, done: set[str]) -> tuple[list[Job], list[str], int]:
+    """One job per solution file: the Pending mutants (the original runs with every job). Returns the jobs,
+    error lines, and how many variants are already recorded."""
     from oracleaudit.pool import Pool
     from oracleaudit.problem import file_sha256
 
@@ -59,7 +60,7 @@ def plan_jobs(mutants: list[Mutant], pool: str, build_root: Path, done: set[str]
         if mutant.status == PENDING:
             by_source[(mutant.source, mutant.problem_file)].append(mutant)
     loaded = Pool.load(pool)
-    jobs, errors = [], []
+    jobs, errors, recorded = [], [], 0
     for (source, problem_file), group in sorted(by_source.items(), key=lambda kv: kv[0][0]):
         path = Path(source)
         if problem_file is None:
@@ -76,13 +77,14 @@ def plan_jobs(mutants: list[Mutant], pool: str, build_root: Path, done: set[str]
         problem = _problem(problem_file)
         keys = tuple((e.key, e.seed, e.variant, e.distribution) for e in loaded.entries_for(problem))
         skip = tuple(k for k in [REFERENCE, ORIGINAL, *(m.id for m in group)] if f"{problem.label}::{k}" in done)
+        recorded += len(set(skip) - {REFERENCE})
         if len(skip) == len(group) + 2:
             continue
         digest = group[0].source_sha256[:12]
         jobs.append(Job(solution=str(path), problem_path=str(problem_file),
                         mutants=tuple(_as_dict(m) for m in group), pool=pool, entry_keys=keys,
                         build_dir=str(build_root / digest), device="cuda:0", skip_variants=skip))
-    return jobs, errors
+    return jobs, errors, recorded
 
 
 def _sha256(mutants_dir: Path) -> str:
@@ -241,14 +243,13 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
     store = EvidenceStore(out).open_or_create({"pool": pool, "mutants_sha256": _sha256(mutants_dir)})
     # A variant's rows are appended in one part, so any committed row means the whole variant is recorded.
     done = {f"{problem}::{mutant}" for problem, mutant, _ in store.done_keys()}
-    jobs, errors = plan_jobs(mutants, pool, out / "builds", done)
-    result = RunResult(solutions=len(jobs), errors=errors)
+    jobs, errors, recorded = plan_jobs(mutants, pool, out / "builds", done)
+    result = RunResult(solutions=len(jobs), errors=errors, skipped=recorded)
     if not jobs:
         result.wall_s = time.perf_counter() - started
         return result
     lock = threading.Lock()
     total = sum(len(j.mutants) + 1 - len(set(j.skip_variants) - {REFERENCE}) for j in jobs)
-    result.skipped = sum(len(set(j.skip_variants) - {REFERENCE}) for j in jobs)
 
     with progress_bar("running variants", total=total, enabled=show_progress) as advance:
         def on_rows(key: str, rows: list[dict]) -> None:

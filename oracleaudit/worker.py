@@ -175,12 +175,22 @@ def run_job(job: Job, send) -> None:
                 elif out.dtype != r32.dtype:
                     status = "DtypeMismatch"
                 same = out.shape == again.shape and out.dtype == again.dtype and bool(
-                    torch.equal(out.view(-1).view(torch.uint8) if out.numel() else out,
-                                again.view(-1).view(torch.uint8) if again.numel() else again))
+                    torch.equal(_bits(out), _bits(again)))
                 rows.append(_row(variant.key, problem, entry, index, status, None, None, elapsed, same, mode,
                                  measure(out, r32), measure(out, r64)))
         send(("rows", variant.key, rows))
     send(("done", None))
+
+
+def _bits(t):
+    """The tensor's bytes (so NaNs with equal bits compare equal and -0.0 differs from 0.0)."""
+    return t.contiguous().reshape(-1).view(torch_uint8()) if t.numel() else t.reshape(-1)
+
+
+def torch_uint8():
+    import torch
+
+    return torch.uint8
 
 
 def entry_init(module: Any, device: str) -> list:
