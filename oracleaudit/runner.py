@@ -41,12 +41,15 @@ class RunResult:
     by_status: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     errors: list[str] = field(default_factory=list)
     build_s: float = 0.0
+    exec_s: float = 0.0
+    evidence_s: float = 0.0
     wall_s: float = 0.0
 
     def summary(self) -> dict:
         return {"solutions": self.solutions, "variants_run": self.variants, "variants_skipped": self.skipped,
                 "observations_by_status": dict(sorted(self.by_status.items())), "errors": self.errors,
-                "build_s": round(self.build_s, 1), "wall_s": round(self.wall_s, 1)}
+                "build_s": round(self.build_s, 1), "exec_s": round(self.exec_s, 1),
+                "evidence_s": round(self.evidence_s, 1), "wall_s": round(self.wall_s, 1)}
 
 
 def plan_jobs(mutants: list[Mutant], pool: str, build_root: Path, done: set[str]) -> tuple[list[Job], list[str], int]:
@@ -115,6 +118,8 @@ class Supervisor:
         self.process = None
         self.conn = None
         self.build_s = 0.0
+        self.exec_s = 0.0
+        self.evidence_s = 0.0
 
     def _start(self) -> None:
         from oracleaudit import worker
@@ -203,6 +208,8 @@ class Supervisor:
                     self._stop(kill=True)
                     restart = True
                 elif kind == "done":
+                    self.exec_s += message[1]["exec_s"]
+                    self.evidence_s += message[1]["evidence_s"]
                     return errors
                 elif kind == "error":
                     errors.append(f"{job.solution}: {message[1]}")
@@ -239,6 +246,8 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
         raise OracleAuditError(f"--backend must be local or dask, got {backend!r}")
     if backend == "dask" and not scheduler:
         raise OracleAuditError("--backend dask needs --scheduler ADDR")
+    if backend == "local":
+        _require_gpus(gpus)
     mutants = read_mutants(mutants_dir)
     store = EvidenceStore(out).open_or_create({"pool": pool, "mutants_sha256": _sha256(mutants_dir)})
     # A variant's rows are appended in one part, so any committed row means the whole variant is recorded.
@@ -269,9 +278,8 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
     return result
 
 
-def _run_local(jobs, gpus, on_rows, timeout_factor, timeout_floor_s, out, result) -> None:
+def _require_gpus(gpus: int | None) -> int:
     import torch
-    from joblib import Parallel, delayed
 
     available = torch.cuda.device_count()
     if available == 0:
@@ -279,11 +287,18 @@ def _run_local(jobs, gpus, on_rows, timeout_factor, timeout_floor_s, out, result
     count = available if gpus is None else gpus
     if not 1 <= count <= available:
         raise OracleAuditError(f"--gpus must be between 1 and {available} on this machine, got {count}")
+    return count
+
+
+def _run_local(jobs, gpus, on_rows, timeout_factor, timeout_floor_s, out, result) -> None:
+    from joblib import Parallel, delayed
+
+    count = _require_gpus(gpus)
     work: queue.Queue = queue.Queue()
     for job in jobs:
         work.put(job)
 
-    def drive(gpu: int) -> tuple[list[str], float]:
+    def drive(gpu: int) -> tuple[list[str], Supervisor]:
         supervisor = Supervisor(gpu, on_rows, timeout_factor, timeout_floor_s, out / "logs")
         errors = []
         try:
@@ -291,14 +306,16 @@ def _run_local(jobs, gpus, on_rows, timeout_factor, timeout_floor_s, out, result
                 try:
                     job = work.get_nowait()
                 except queue.Empty:
-                    return errors, supervisor.build_s
+                    return errors, supervisor
                 errors += supervisor.run(job)
         finally:
             supervisor.close()
 
-    for errors, build_s in Parallel(n_jobs=count, prefer="threads")(delayed(drive)(g) for g in range(count)):
+    for errors, supervisor in Parallel(n_jobs=count, prefer="threads")(delayed(drive)(g) for g in range(count)):
         result.errors += errors
-        result.build_s += build_s
+        result.build_s += supervisor.build_s
+        result.exec_s += supervisor.exec_s
+        result.evidence_s += supervisor.evidence_s
 
 
 def _run_dask(jobs, scheduler, on_rows, timeout_factor, timeout_floor_s, out, result) -> None:
@@ -310,11 +327,13 @@ def _run_dask(jobs, scheduler, on_rows, timeout_factor, timeout_floor_s, out, re
     futures = [client.submit(_remote_job, job, timeout_factor, timeout_floor_s, str(out / "builds"),
                              resources={"GPU": 1}, pure=False) for job in jobs]
     for future in as_completed(futures):
-        batches, errors, build_s = future.result()
+        batches, errors, times = future.result()
         for key, rows in batches:
             on_rows(key, rows)
         result.errors += errors
-        result.build_s += build_s
+        result.build_s += times[0]
+        result.exec_s += times[1]
+        result.evidence_s += times[2]
 
 
 def _remote_job(job: Job, timeout_factor: float, timeout_floor_s: float, build_root: str):
@@ -326,4 +345,4 @@ def _remote_job(job: Job, timeout_factor: float, timeout_floor_s: float, build_r
         errors = supervisor.run(job)
     finally:
         supervisor.close()
-    return batches, errors, supervisor.build_s
+    return batches, errors, (supervisor.build_s, supervisor.exec_s, supervisor.evidence_s)

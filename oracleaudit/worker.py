@@ -128,6 +128,7 @@ def run_job(job: Job, send) -> None:
         send(("rows", REFERENCE, rows))
 
     variants = [v for v in plan.variants if v.key not in set(job.skip_variants)]
+    exec_s = evidence_s = 0.0
     for variant in variants:
         send(("variant", variant.key))
         rows = []
@@ -141,6 +142,7 @@ def run_job(job: Job, send) -> None:
             send(("rows", variant.key, rows))
             continue
         for entry, module, init, model, inputs, ref32, ref64 in cases:
+            executing = time.perf_counter()
             try:
                 torch.manual_seed(WEIGHT_SEED)
                 model_new = solution.ModelNew(*init).to(device).eval()
@@ -163,6 +165,8 @@ def run_job(job: Job, send) -> None:
                     send(("fatal", variant.key, f"{type(err).__name__}: {_first_line(err)}"))
                     os._exit(3)
                 continue
+            exec_s += time.perf_counter() - executing
+            measuring = time.perf_counter()
             if len(first) != len(ref32):
                 rows.append(_row(variant.key, problem, entry, 0, "ShapeMismatch", None,
                                  f"{len(first)} outputs, reference has {len(ref32)}", elapsed, None, mode, None,
@@ -178,19 +182,16 @@ def run_job(job: Job, send) -> None:
                     torch.equal(_bits(out), _bits(again)))
                 rows.append(_row(variant.key, problem, entry, index, status, None, None, elapsed, same, mode,
                                  measure(out, r32), measure(out, r64)))
+            evidence_s += time.perf_counter() - measuring
         send(("rows", variant.key, rows))
-    send(("done", None))
+    send(("done", {"exec_s": exec_s, "evidence_s": evidence_s}))
 
 
 def _bits(t):
     """The tensor's bytes (so NaNs with equal bits compare equal and -0.0 differs from 0.0)."""
-    return t.contiguous().reshape(-1).view(torch_uint8()) if t.numel() else t.reshape(-1)
-
-
-def torch_uint8():
     import torch
 
-    return torch.uint8
+    return t.contiguous().reshape(-1).view(torch.uint8) if t.numel() else t.reshape(-1)
 
 
 def entry_init(module: Any, device: str) -> list:

@@ -1,0 +1,74 @@
+"""Planning the run stage on the CPU: one job per solution, resumption by recorded variants, and clear
+errors for mutants that cannot be run."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from oracleaudit import runner
+from oracleaudit.errors import OracleAuditError
+from oracleaudit.mutant import read_mutants
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_run_gpu import DATA, EDITS, make_mutants  # noqa: E402
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch) -> Path:
+    shutil.copytree(DATA, tmp_path, dirs_exist_ok=True)
+    make_mutants(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def plan(workdir: Path, done: set[str] = frozenset()):
+    return runner.plan_jobs(read_mutants(Path("mutants")), str(workdir / "tiny_pool.toml"), workdir / "b", set(done))
+
+
+def test_a_solution_becomes_one_job_with_every_pending_mutant_and_every_pool_input(workdir: Path) -> None:
+    jobs, errors, recorded = plan(workdir)
+    assert errors == [] and recorded == 0
+    (job,) = jobs
+    assert len(job.mutants) == len(EDITS)
+    assert [key for key, *_ in job.entry_keys] == ["official/s=734796314/official", "normal/s=0/official"]
+    assert job.skip_variants == ()
+
+
+def test_recorded_variants_are_skipped_and_a_fully_recorded_solution_is_not_run(workdir: Path) -> None:
+    mutants = read_mutants(Path("mutants"))
+    label = "level1/1_ScaleShift"
+    jobs, _, recorded = plan(workdir, {f"{label}::reference", f"{label}::original", f"{label}::{mutants[0].id}"})
+    assert recorded == 2 and set(jobs[0].skip_variants) == {"reference", "original", mutants[0].id}
+    everything = {f"{label}::{k}" for k in ["reference", "original", *(m.id for m in mutants)]}
+    jobs, _, recorded = plan(workdir, everything)
+    assert jobs == [] and recorded == len(mutants) + 1
+
+
+def test_a_solution_changed_since_mutate_is_reported_and_not_run(workdir: Path) -> None:
+    solution = workdir / "solutions" / "level1" / "1_ScaleShift.py"
+    solution.write_text(solution.read_text() + "\n# edited\n")
+    jobs, errors, _ = plan(workdir)
+    assert jobs == [] and len(errors) == 1 and "changed since its mutants were made" in errors[0]
+
+
+def test_run_without_a_gpu_says_so_in_one_line(workdir: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(OracleAuditError, match="no CUDA device"):
+        runner.run(Path("mutants"), Path("evidence"), pool=str(workdir / "tiny_pool.toml"), show_progress=False)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"timeout_factor": 0}, "--timeout-factor must be > 0"),
+    ({"backend": "slurm"}, "--backend must be local or dask"),
+    ({"backend": "dask"}, "--backend dask needs --scheduler"),
+])
+def test_bad_run_options_are_refused_naming_the_flag(workdir: Path, kwargs: dict, message: str) -> None:
+    with pytest.raises(OracleAuditError, match=message):
+        runner.run(Path("mutants"), Path("evidence"), show_progress=False, **kwargs)
