@@ -1,0 +1,120 @@
+"""Benchmark (GPU): `oracleaudit run` against the naive approach, on the same mutants and inputs, in one run.
+
+Naive = KernelBench style: every mutant is its own solution file built with its own `load_inline`, builds
+running in parallel on all cores (one process per core), then run on the same pool inputs against the same
+fp32/fp64 references with the same evidence. oracleaudit = `runner.run` (one build per solution for all its
+variants). Prints mutants per minute for both, the ratio, and where oracleaudit's time goes.
+
+Run from the repository root on the GPU machine (mutants prepared on a CPU machine with `oracleaudit mutate`):
+    PYTHONPATH=. python bench/run_vs_naive.py --mutants bench/data/mutants_3x20 --pool default
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import multiprocessing
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+
+def naive_one(args) -> float:
+    """Build one mutated solution with its own load_inline and run it on the pool inputs; returns seconds."""
+    mutant_record, pool_name, workdir, gpu = args
+    import torch
+
+    from oracleaudit.evidence import measure
+    from oracleaudit.mutant import Mutant
+    from oracleaudit.pool import Pool
+    from oracleaudit.problem import load_solution_module
+    from oracleaudit.worker import WEIGHT_SEED, _double, _problem, _tensors, entry_init
+
+    started = time.perf_counter()
+    mutant = Mutant(**mutant_record)
+    source = Path(mutant.source)
+    text = mutant.apply(source.read_text())
+    # A unique extension name per mutant, as separate KernelBench submissions would have.
+    text = text.replace('name="', f'name="naive_{mutant.id}_', 1)
+    path = Path(workdir) / f"naive_{mutant.id}.py"
+    path.write_text(text)
+    os.environ["TORCH_EXTENSIONS_DIR"] = str(Path(workdir) / f"ext_{mutant.id}")
+    device = f"cuda:{gpu}"
+    torch.cuda.set_device(device)
+    try:
+        solution = load_solution_module(path)
+    except Exception:
+        return time.perf_counter() - started
+    problem = _problem(mutant.problem_file)
+    for entry in Pool.load(pool_name).entries_for(problem):
+        module = entry.load_problem(problem)
+        inputs = entry.make_inputs(module, device)
+        torch.manual_seed(WEIGHT_SEED)
+        init = entry_init(module, device)
+        torch.manual_seed(WEIGHT_SEED)
+        model = module.Model(*init).to(device)
+        model64 = __import__("copy").deepcopy(model).double()
+        torch.manual_seed(WEIGHT_SEED)
+        try:
+            model_new = solution.ModelNew(*init).to(device)
+            with torch.no_grad():
+                outs = _tensors(model_new(*inputs))
+                refs = _tensors(model(*inputs))
+                refs64 = _tensors(model64(*[_double(x) for x in inputs]))
+            for out, r32, r64 in zip(outs, refs, refs64):
+                measure(out, r32)
+                measure(out, r64)
+        except Exception:
+            break
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mutants", type=Path, default=Path("bench/data/mutants_3x20"))
+    parser.add_argument("--pool", default="default")
+    parser.add_argument("--cores", type=int, default=os.cpu_count())
+    args = parser.parse_args()
+
+    import torch
+
+    from oracleaudit import runner
+    from oracleaudit.mutant import PENDING, read_mutants
+
+    mutants = [m for m in read_mutants(args.mutants) if m.status == PENDING]
+    gpus = torch.cuda.device_count()
+    work = Path(tempfile.mkdtemp(prefix="oracleaudit-bench-"))
+    try:
+        started = time.perf_counter()
+        result = runner.run(args.mutants, work / "evidence", pool=args.pool, show_progress=False)
+        ours = time.perf_counter() - started
+
+        from dataclasses import asdict
+
+        context = multiprocessing.get_context("spawn")
+        tasks = [(asdict(m), args.pool, str(work), i % gpus) for i, m in enumerate(mutants)]
+        started = time.perf_counter()
+        with concurrent.futures.ProcessPoolExecutor(max_workers=args.cores, mp_context=context) as pool:
+            list(pool.map(naive_one, tasks))
+        naive = time.perf_counter() - started
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    n = len(mutants)
+    print(f"mutants: {n} on {len({m.problem for m in mutants})} problems; pool {args.pool}; {gpus} GPU(s), "
+          f"{args.cores} cores")
+    print(f"naive (one load_inline per mutant, {args.cores} parallel builds): {naive:8.1f} s  "
+          f"{60 * n / naive:8.1f} mutants/min")
+    print(f"oracleaudit run:                                       {ours:8.1f} s  {60 * n / ours:8.1f} mutants/min")
+    print(f"ratio (oracleaudit / naive mutants per minute): {naive / ours:.1f}x")
+    summary = result.summary()
+    total = max(summary["wall_s"], 1e-9)
+    print(f"oracleaudit time shares: build {100 * summary['build_s'] / total:.0f}% · execution "
+          f"{100 * summary['exec_s'] / total:.0f}% · evidence {100 * summary['evidence_s'] / total:.0f}% "
+          f"(of {total:.1f} s wall)")
+
+
+if __name__ == "__main__":
+    main()
