@@ -271,11 +271,39 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
                     advance(1)
 
         if backend == "local":
+            result.build_s += prebuild(jobs)
             _run_local(jobs, gpus, on_rows, timeout_factor, timeout_floor_s, out, result)
         else:
             _run_dask(jobs, scheduler, on_rows, timeout_factor, timeout_floor_s, out, result)
     result.wall_s = time.perf_counter() - started
     return result
+
+
+def _prebuild_one(job: Job) -> str | None:
+    """Compile a job's extensions (CPU work) so the GPU worker finds them built; returns an error line."""
+    from oracleaudit import build as builds
+    from oracleaudit.mutant import Mutant
+
+    try:
+        plan = builds.plan_build(Path(job.solution), [Mutant(**m) for m in job.mutants])
+        builds.build(plan, Path(job.build_dir))
+        return None
+    except Exception as err:  # the worker meets the same failure and reports it for the job
+        return f"{job.solution}: prebuild failed ({type(err).__name__})"
+
+
+def prebuild(jobs: list[Job], processes: int | None = None) -> float:
+    """Build every job's extensions in parallel processes before the GPU work starts: builds are
+    CPU-bound (nvcc), runs GPU-bound, so one GPU never waits on one build at a time. Returns seconds."""
+    import concurrent.futures
+    import os
+
+    started = time.perf_counter()
+    processes = processes or max(1, (os.cpu_count() or 2) // 2)
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=min(processes, len(jobs)), mp_context=context) as pool:
+        list(pool.map(_prebuild_one, jobs))
+    return time.perf_counter() - started
 
 
 def _require_gpus(gpus: int | None) -> int:
