@@ -152,3 +152,237 @@ def _run_run(args: argparse.Namespace) -> int:
         print(f"{summary['variants_run']} variants run, {summary['variants_skipped']} already recorded; "
               f"build {summary['build_s']} s, wall {summary['wall_s']} s")
     return 0 if result.variants or result.skipped or not result.errors else 1
+
+
+# ---- scoring (stage 3) ---------------------------------------------------------------------------------
+
+
+def _evidence_paths(args: argparse.Namespace) -> tuple[Path, Path]:
+    """--evidence and --mutants; without --evidence, the bundled kill_matrix/ (not produced yet)."""
+    from oracleaudit.errors import OracleAuditError
+
+    if args.evidence is None:
+        raise OracleAuditError("no bundled evidence exists yet (kill_matrix/ is empty until the run stage has "
+                               "produced it on a GPU); pass --evidence DIR --mutants DIR")
+    if args.mutants is None:
+        raise OracleAuditError("--mutants DIR is required with --evidence (the folder with mutants.jsonl)")
+    return args.evidence, args.mutants
+
+
+def _oracles(names: list[str]) -> list:
+    from oracleaudit.errors import OracleAuditError
+    from oracleaudit.oracle import Oracle
+
+    oracles = [Oracle.load(name) for name in names]
+    seen = [o.name for o in oracles]
+    if len(set(seen)) != len(seen):
+        raise OracleAuditError(f"--oracle names an oracle twice: {', '.join(seen)}")
+    return oracles
+
+
+def _add_evidence_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--evidence", type=Path, metavar="DIR",
+                        help="evidence store written by `oracleaudit run` (default: the bundled kill_matrix/)")
+    parser.add_argument("--mutants", type=Path, metavar="DIR", help="folder with the mutants.jsonl of that run")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+@command
+def register_score(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "score", help="score oracle protocols against recorded evidence (CPU only)",
+        description="Apply oracle protocols to an evidence store: detection of witnessed mutants overall and by "
+                    "family, escaped mutants with their diffs, false alarms on the original kernels, and the kill "
+                    "matrix (with --out).")
+    parser.add_argument("--oracle", action="append", required=True, metavar="NAME|FILE",
+                        help="catalog name (see `oracleaudit oracles`) or protocol file; repeatable")
+    _add_evidence_args(parser)
+    parser.add_argument("--by", action="append", choices=("family", "rule", "problem", "level"), default=[],
+                        help="also break detection down by this (repeatable)")
+    parser.add_argument("--fail-under", type=float, metavar="X",
+                        help="exit 1 when an oracle's detection is below X (0–1)")
+    parser.add_argument("--top", type=int, default=10, metavar="N", help="escaped mutants to show (default 10)")
+    parser.add_argument("--out", type=Path, metavar="DIR",
+                        help="write kill_matrix.parquet, scores.json and escaped/<oracle>.jsonl here")
+    parser.set_defaults(handler=_run_score)
+
+
+def _run_score(args: argparse.Namespace) -> int:
+    from oracleaudit import report_text, scoring
+    from oracleaudit.cli import print_json
+    from oracleaudit.errors import OracleAuditError
+
+    if args.fail_under is not None and not 0 <= args.fail_under <= 1:
+        raise OracleAuditError(f"--fail-under must be between 0 and 1, got {args.fail_under}")
+    if args.top < 0:
+        raise OracleAuditError(f"--top must be ≥ 0, got {args.top}")
+    oracles = _oracles(args.oracle)
+    evidence, mutants = _evidence_paths(args)
+    audit = scoring.Audit.load(evidence, mutants)
+    results = scoring.score(audit, oracles, by=args.by, top=args.top)
+    if args.out is not None:
+        scoring.write_outputs(args.out, audit, oracles, results)
+    if args.json:
+        print_json(results[0] if len(results) == 1 else results)
+    else:
+        report_text.table(f"Oracles ({results[0]['mutants']} mutants, {results[0]['problems']} problems)",
+                          ["oracle", "witnessed", "killed", "detection", "escaped", "false alarms"],
+                          [[r["oracle"], r["witnessed"], r["killed"], _pct(r["detection"]), r["escaped"],
+                            r["false_alarms"]] for r in results])
+        for r in results:
+            if r["inexact_verdicts"]:
+                print(f"oracleaudit: {r['oracle']}: {r['inexact_verdicts']} verdicts cannot be proven from the "
+                      "evidence (see scoring.py)", file=sys.stderr)
+        families = sorted({f for r in results for f in r["by_family"]})
+        report_text.table("Detection by family", ["family", *[r["oracle"] for r in results]],
+                          [[f, *[_cell(r["by_family"].get(f)) for r in results]] for f in families])
+        for name in args.by:
+            if name == "family":
+                continue
+            keys = sorted({k for r in results for k in r[f"by_{name}"]})
+            report_text.table(f"Detection by {name}", [name, *[r["oracle"] for r in results]],
+                              [[k, *[_cell(r[f"by_{name}"].get(k)) for r in results]] for k in keys])
+        for r in results:
+            if r.get("warning"):
+                print(f"oracleaudit: {r['oracle']}: {r['warning']}", file=sys.stderr)
+            if r["escaped_top"]:
+                print(f"\n{r['oracle']}: {r['escaped']} witnessed mutants escape; the {len(r['escaped_top'])} "
+                      "most wrong:")
+                for e in r["escaped_top"]:
+                    error = "" if e["witness_error"] is None else f"; largest error vs fp64 {e['witness_error']:.3g}"
+                    print(f"  {e['mutant_id']}  {e['problem']}  {e['rule']}  (witness: {e['witness_kind']} on "
+                          f"{e['witness_input']}{error})")
+                    diff = audit.diff(e["mutant_id"])
+                    for line in (diff or "").splitlines()[2:12]:
+                        if line.startswith(("+", "-")):
+                            print(f"      {line}")
+        if args.out is not None:
+            print(f"\nwritten to {args.out}")
+    if args.fail_under is not None:
+        low = [r["oracle"] for r in results if r["detection"] is None or r["detection"] < args.fail_under]
+        if low:
+            print(f"oracleaudit: detection below {args.fail_under}: {', '.join(low)}", file=sys.stderr)
+            return 1
+    return 0
+
+
+def _pct(value) -> str:
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
+def _cell(group) -> str:
+    if not group:
+        return ""
+    return f"{_pct(group['detection'])} ({group['killed']}/{group['witnessed']})"
+
+
+@command
+def register_oracles(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("oracles", help="list the oracle catalog",
+                            description="List the shipped oracle protocols (oracles/*.toml), one line each.")
+    parser.add_argument("--json", action="store_true", help="print the catalog as JSON")
+    parser.set_defaults(handler=_run_oracles)
+
+
+def _run_oracles(args: argparse.Namespace) -> int:
+    from oracleaudit.cli import print_json
+    from oracleaudit.oracle import Oracle, catalog
+
+    oracles = [Oracle.load(name) for name in catalog()]
+    if args.json:
+        print_json([o.as_json() for o in oracles])
+    else:
+        width = max(len(o.name) for o in oracles)
+        for o in oracles:
+            print(f"{o.name:<{width}}  {o.description}")
+    return 0
+
+
+ANALYSES = ("tolerance-curve", "blind-band", "ceiling", "unrefereeable", "attribution", "scale")
+
+
+@command
+def register_analyze(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "analyze", help="analyses of oracles on recorded evidence (tolerance curve, blind band, ...)",
+        description="tolerance-curve: detection vs tolerance per family; blind-band: escaped mutants' error vs "
+                    "reduction size against the tolerance; ceiling: false-alarm rate of the originals per input "
+                    "family; unrefereeable: problems whose fp32 reference fails the oracle against fp64; "
+                    "attribution: Shapley split of the detection change between two oracles (--oracle twice); "
+                    "scale: detection by level and size.")
+    parser.add_argument("analysis", choices=ANALYSES)
+    parser.add_argument("--oracle", action="append", required=True, metavar="NAME|FILE",
+                        help="catalog name or protocol file (attribution: give two, before then after)")
+    _add_evidence_args(parser)
+    parser.add_argument("--tolerance", type=float, metavar="T", action="append",
+                        help="tolerance-curve: the tolerances (repeatable; default the evidence grid); "
+                             "ceiling: the tolerance (default the oracle's own)")
+    parser.set_defaults(handler=_run_analyze)
+
+
+def _run_analyze(args: argparse.Namespace) -> int:
+    from oracleaudit import analysis, report_text, scoring
+    from oracleaudit.cli import print_json
+    from oracleaudit.errors import OracleAuditError
+
+    oracles = _oracles(args.oracle)
+    wanted = 2 if args.analysis == "attribution" else 1
+    if len(oracles) != wanted:
+        raise OracleAuditError(f"{args.analysis} needs {'two --oracle flags (before, after)' if wanted == 2 else 'one --oracle'}, "
+                               f"got {len(oracles)}")
+    evidence, mutants = _evidence_paths(args)
+    audit = scoring.Audit.load(evidence, mutants)
+    oracle = oracles[0]
+    if args.analysis == "tolerance-curve":
+        result = analysis.tolerance_curve(audit, oracle, *([args.tolerance] if args.tolerance else []))
+        if not args.json:
+            families = list(result["by_family"])
+            rows = [[f"{t:g}", _pct(d), str(fa), *[_pct(result["by_family"][f][i]) for f in families]]
+                    for i, (t, d, fa) in enumerate(zip(result["tolerances"], result["detection"],
+                                                       result["false_alarms"]))]
+            _plain_table(f"{oracle.name}: detection of witnessed mutants vs tolerance (atol = rtol)",
+                         ["tolerance", "all", "false alarms", *families], rows)
+            return 0
+        table = None
+    elif args.analysis == "blind-band":
+        result = analysis.blind_band(audit, oracle)
+        table = ("Escaped mutants by reduction size", ["reduction size", "escaped", "median error", "max error"],
+                 [[b["reduction_size"], b["escaped"], f"{b['median_error']:.3g}", f"{b['max_error']:.3g}"]
+                  for b in result["by_size"]])
+    elif args.analysis == "ceiling":
+        if args.tolerance and len(args.tolerance) > 1:
+            raise OracleAuditError("ceiling takes one --tolerance")
+        result = analysis.aggressiveness(audit, oracle, args.tolerance[0] if args.tolerance else None)
+        table = (f"Original kernels rejected per input family (tolerance {result['tolerance']:g})",
+                 ["input family", "trials", "rejected", "rate"],
+                 [[f["family"], f["trials"], f["rejected"], _pct(f["rate"])] for f in result["families"]])
+    elif args.analysis == "unrefereeable":
+        result = analysis.unrefereeable(audit, oracle)
+        table = ("Problems whose fp32 reference fails the oracle against fp64", ["problem", "max error", "tolerance",
+                                                                                 "inputs"],
+                 [[p["problem"], f"{p['max_error']:.3g}" if p["max_error"] is not None else "", f"{p['tolerance']:g}",
+                   len(p["inputs"])] for p in result["problems"]])
+    elif args.analysis == "attribution":
+        result = analysis.attribution(audit, oracles[0], oracles[1])
+        table = (f"Detection change {oracles[0].name} → {oracles[1].name}: {result['detection']['change']:+.4f} "
+                 f"(Shapley values over {result['orderings']} orderings)", ["component", "detection", "false alarms"],
+                 [[c, f"{result['shapley'][c]:+.4f}", f"{result['false_alarm_shapley'][c]:+.2f}"]
+                  for c in result["components"]])
+    else:
+        result = analysis.scale(audit, oracle)
+        table = ("Detection by level and output size", ["group", "witnessed", "killed", "detection"],
+                 [[k, g["witnessed"], g["killed"], _pct(g["detection"])]
+                  for part in ("by_level", "by_output_size") for k, g in result[part].items()])
+    if args.json:
+        print_json(result)
+    else:
+        report_text.table(*table)
+    return 0
+
+
+def _plain_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
+    """A table of aligned columns that is never truncated (for wide analyses)."""
+    widths = [max(len(str(c)), *(len(str(r[i])) for r in rows)) for i, c in enumerate(columns)]
+    print(title)
+    for line in [columns, ["-" * w for w in widths], *rows]:
+        print("  ".join(str(v).rjust(w) if i else str(v).ljust(w) for i, (v, w) in enumerate(zip(line, widths))))

@@ -1,0 +1,227 @@
+"""Oracle protocols: the catalog loads and states the published facts; bad files fail on one line naming the
+file and the field; selectors draw the intended pool inputs; hybrids swap whole components."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from oracleaudit.errors import OracleAuditError
+from oracleaudit.oracle import COMPONENTS, Oracle, catalog, catalog_dir, parse_input_key
+from oracleaudit.pool import Pool
+from oracleaudit.verify import official_seeds
+
+CATALOG = ["autokernel", "fp64-fuzz", "kernelbench", "kernelbench-v0.1", "kernelbench-verified", "kernelbench-x",
+           "robust-kbench", "sol-execbench"]
+POOL_KEYS = Pool.load("default").keys()
+
+GOOD = """
+schema_version = 1
+name = "good"
+description = "a good protocol"
+[tolerance]
+float32 = { atol = 1e-4, rtol = 1e-4 }
+[[stages]]
+inputs = [{ distribution = "official", seeds = "kernelbench" }]
+"""
+
+
+def drawn(oracle: Oracle) -> dict[str, list[str]]:
+    return {s.name: [k for k in POOL_KEYS if s.draws(k)] for s in oracle.stages}
+
+
+def test_the_catalog_holds_one_protocol_per_published_checker() -> None:
+    assert catalog() == CATALOG
+    assert catalog_dir() == Path(__file__).resolve().parent.parent / "oracles"
+
+
+@pytest.mark.parametrize("name", CATALOG)
+def test_every_catalog_protocol_loads_with_a_one_line_description_and_draws_pool_inputs(name: str) -> None:
+    oracle = Oracle.load(name)
+    assert oracle.name == name and "\n" not in oracle.description and oracle.description
+    assert all(keys for keys in drawn(oracle).values()), drawn(oracle)
+
+
+def test_kernelbench_draws_the_five_official_trials_at_1e4_and_v01_at_1e2() -> None:
+    kb, v01 = Oracle.load("kernelbench"), Oracle.load("kernelbench-v0.1")
+    assert drawn(kb) == {"trials": [f"official/s={s}/official" for s in official_seeds()]}
+    assert kb.tolerance.lookup("level1/1_X", "float32").atol == 1e-4
+    assert kb.tolerance.lookup("level1/1_X", "float16").atol == 1e-2
+    assert v01.tolerance.lookup("level1/1_X", "float32").rtol == 1e-2
+    assert kb.rule.nan == "fails" and kb.timeout_s == 180 and "ShapeMismatch" in kb.fail_statuses
+    assert kb.reference.math_mode == "default"
+
+
+def test_verified_adds_four_hidden_scaled_configs_that_skip_a_missing_reference() -> None:
+    verified = Oracle.load("kernelbench-verified")
+    hidden = drawn(verified)["hidden"]
+    assert hidden == [f"scaled/x={x}/s={official_seeds()[0]}/official" for x in ("1", "3", "0.01", "-1")]
+    assert verified.stages[1].missing_reference == "skip"
+    assert verified.tolerance.lookup("p", "float32").atol == 1e-3
+
+
+def test_autokernel_relaxes_its_stability_stage_ten_times_and_lets_nonfinite_in_both_pass() -> None:
+    ak = Oracle.load("autokernel")
+    stability = next(s for s in ak.stages if s.name == "numerical_stability")
+    assert stability.tolerance_scale == 10
+    assert ak.stage_rule(stability).nan == "nonfinite_in_both_passes"
+    assert ak.stage_statuses(stability) == (("RuntimeError", "Timeout", "ShapeMismatch", "DtypeMismatch"), ("OOM",))
+    assert ak.tolerance.lookup("level1/23_Softmax", "float32").atol == 1e-5
+    assert ak.tolerance.lookup("level1/1_Square_matrix_multiplication_", "float32").atol == 1e-4
+    determinism = next(s for s in ak.stages if s.name == "determinism")
+    assert ak.stage_rule(determinism).bitwise_repeat and not ak.stage_rule(determinism).allclose
+
+
+def test_sol_execbench_counts_elements_within_tolerance_and_fails_nonfinite_and_all_zero() -> None:
+    sol = Oracle.load("sol-execbench")
+    assert sol.rule.min_fraction_within == 0.99 and not sol.rule.allclose
+    assert sol.rule.nonfinite_output_fails and sol.rule.all_zero_fails
+    assert len(drawn(sol)["rounds"]) == 10
+
+
+def test_robust_kbench_uses_a_tf32_off_reference_and_the_repeat_check() -> None:
+    robust = Oracle.load("robust-kbench")
+    assert robust.reference.math_mode == "no_tf32" and robust.rule.bitwise_repeat
+    assert drawn(robust)["batch-settings"] == ["normal/s=0/batch", "normal/s=1/batch"]
+
+
+def test_fp64_fuzz_compares_against_the_fp64_reference() -> None:
+    assert Oracle.load("fp64-fuzz").reference.precision == "fp64"
+
+
+def test_a_user_protocol_is_loaded_from_its_path(tmp_path: Path) -> None:
+    path = tmp_path / "mine.toml"
+    path.write_text(GOOD.replace('name = "good"\n', ""))
+    oracle = Oracle.load(str(path))
+    assert oracle.name == "mine" and oracle.path == path
+
+
+def test_an_unknown_catalog_name_lists_the_catalog() -> None:
+    with pytest.raises(OracleAuditError, match="no catalog oracle named 'kernelbenchh'.*kernelbench-verified"):
+        Oracle.load("kernelbenchh")
+
+
+def test_a_missing_file_is_named() -> None:
+    with pytest.raises(OracleAuditError, match=r"oracle nowhere/x\.toml: no such file"):
+        Oracle.load("nowhere/x.toml")
+
+
+def protocol_text(head: str = 'schema_version = 1\ndescription = "a good protocol"', top: str = "",
+                  tolerance: str = "[tolerance]\nfloat32 = { atol = 1e-4, rtol = 1e-4 }", table: str = "",
+                  stage: str = "") -> str:
+    """A protocol file: top-level keys, then tables, then the stages (TOML needs keys before tables)."""
+    stages = '[[stages]]\ninputs = [{ distribution = "official", seeds = "kernelbench" }]'
+    return "\n".join(part for part in (head, top, table, tolerance, stages, stage) if part) + "\n"
+
+
+BAD = [
+    (dict(head="schema_version = 2\ndescription = 'x'"), "schema_version must be 1, got 2"),
+    (dict(head="description = 'x'"), "schema_version is missing"),
+    (dict(head='schema_version = 1\ndescription = "two\\nlines"'), "description must be a one-line string"),
+    (dict(top='name = "has space"'), "name must be letters, digits"),
+    (dict(top='combine = "any"'), "combine must be one of all, got 'any'"),
+    (dict(top='colour = "red"'), "unknown field 'colour'"),
+    (dict(tolerance="[tolerance]\nfloat32 = { atol = -1.0, rtol = 1e-4 }"),
+     r"tolerance\.float32\.atol must be a number ≥ 0, got -1"),
+    (dict(tolerance="[tolerance]\nfloat32 = { atol = 1e-4 }"), r"tolerance\.float32\.rtol is missing"),
+    (dict(tolerance="[tolerance]\nfloat99 = { atol = 1e-4, rtol = 1e-4 }"), "tolerance: unknown dtype 'float99'"),
+    (dict(tolerance="[tolerance]\nfloat16 = { atol = 1e-4, rtol = 1e-4 }"), "tolerance needs a float32"),
+    (dict(tolerance=""), "tolerance is missing"),
+    (dict(table='[rule]\nnan = "ignore"'), r"rule\.nan must be one of fails, equal_nan, nonfinite_in_both_passes"),
+    (dict(table='[rule]\nallclose = "yes"'), r"rule\.allclose must be true or false"),
+    (dict(table="[rule]\nmin_fraction_within = 1.5"), r"rule\.min_fraction_within must be a number ≥ 0 and ≤ 1"),
+    (dict(table="[rule]\nallclose = false"), "the rule checks nothing"),
+    (dict(table="[rule]\nbogus = 1"), r"rule: unknown field 'bogus'"),
+    (dict(table='[reference]\nprecision = "fp16"'), r"reference\.precision must be one of fp32, fp64, got 'fp16'"),
+    (dict(table='[reference]\nprecision = "fp64"\nmath_mode = "tf32"'), "does not fit precision 'fp64'"),
+    (dict(table='[statuses]\nfail = ["Crash"]'), r"statuses\.fail: unknown status 'Crash'"),
+    (dict(table='[statuses]\nfail = ["Timeout"]'),
+     "RuntimeError, OOM, ShapeMismatch, DtypeMismatch must be listed in fail or skip"),
+    (dict(table="[statuses]\ntimeout_s = 0"), r"statuses\.timeout_s must be a number > 0, got 0"),
+    (dict(stage="[[stages]]\ninputs = []"), r"stages\[2\]\.inputs must be a non-empty list"),
+    (dict(stage='[[stages]]\ninputs = [{ distribution = "gauss" }]'),
+     r"stages\[2\]\.inputs\[1\]\.distribution: unknown distribution 'gauss'"),
+    (dict(stage='[[stages]]\ninputs = [{ distribution = "normal", variants = ["tiny"] }]'), "unknown variant 'tiny'"),
+    (dict(stage='[[stages]]\ninputs = [{ distribution = "normal", seeds = [-1] }]'),
+     r"stages\[2\]\.inputs\[1\]\.seeds must be"),
+    (dict(stage='[[stages]]\ninputs = [{ distribution = "normal", params = { mu = 1 } }]'), "has no parameter 'mu'"),
+    (dict(stage='[[stages]]\ninputs = ["normal/s=0/official"]\ntolerance_scale = 0'),
+     r"stages\[2\]\.tolerance_scale must be a number > 0"),
+    (dict(stage='[[stages]]\ninputs = ["x"]\nmissing_reference = "raise"'),
+     r"stages\[2\]\.missing_reference must be one of skip, fail"),
+    (dict(stage='[[stages]]\nname = "stage1"\ninputs = ["x"]'), "stages repeat a name"),
+    (dict(stage='[[stages]]\ninputs = ["x"]\nrule = { allclose = false }'), r"stages\[2\]\.rule: the rule checks nothing"),
+    (dict(table="[tolerance.per_problem]\nproblems = ['x']"), "per_problem must be an array of tables"),
+    (dict(stage="[[stages]\n"), "not valid TOML"),
+]
+
+
+@pytest.mark.parametrize("parts,message", BAD)
+def test_a_bad_protocol_fails_on_one_line_naming_the_file_and_the_field(tmp_path: Path, parts: dict,
+                                                                        message: str) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(protocol_text(**parts))
+    with pytest.raises(OracleAuditError, match=message) as raised:
+        Oracle.load(path)
+    assert str(raised.value).startswith("oracle bad.toml: ") and "\n" not in str(raised.value).strip()
+
+
+def test_the_good_protocol_of_the_bad_table_loads(tmp_path: Path) -> None:
+    path = tmp_path / "good.toml"
+    path.write_text(protocol_text())
+    assert Oracle.load(path).name == "good"
+
+
+def test_fraction_within_needs_equal_atol_and_rtol() -> None:
+    text = GOOD.replace("atol = 1e-4, rtol = 1e-4", "atol = 1e-4, rtol = 1e-3") + "[rule]\nmin_fraction_within = 0.9\n"
+    with pytest.raises(OracleAuditError, match="atol 0.0001 ≠ rtol 0.001"):
+        Oracle.from_text(text, source="x.toml")
+
+
+def test_keys_parse_into_distribution_params_scale_seed_and_variant() -> None:
+    assert parse_input_key("mixed_range/pattern=alternating/s=0/odd") == {
+        "distribution": "mixed_range", "params": {"pattern": "alternating"}, "scale": None, "seed": 0,
+        "variant": "odd"}
+    assert parse_input_key("scaled/x=0.01/s=734796314/official")["scale"] == 0.01
+    assert parse_input_key("not a key") is None
+
+
+def test_a_selector_without_scale_or_params_draws_only_the_plain_entries() -> None:
+    oracle = Oracle.from_text(GOOD.replace('{ distribution = "official", seeds = "kernelbench" }',
+                                           '{ distribution = "randn_seed42" }, { distribution = "mixed_range" }'))
+    assert drawn(oracle)["stage1"] == ["randn_seed42/s=42/official", "mixed_range/s=42/official",
+                                       "mixed_range/s=1/official"]
+
+
+def test_string_inputs_are_exact_keys_or_glob_patterns() -> None:
+    oracle = Oracle.from_text(GOOD.replace('{ distribution = "official", seeds = "kernelbench" }',
+                                           '"zeros/s=42/small", "sorted/*/odd"'))
+    assert set(drawn(oracle)["stage1"]) == {"zeros/s=42/small", "sorted/s=0/odd", "sorted/order=descending/s=1/odd"}
+
+
+def test_hybrids_take_whole_components_and_differing_components_are_listed_in_order() -> None:
+    v01, verified = Oracle.load("kernelbench-v0.1"), Oracle.load("kernelbench-verified")
+    assert v01.differing_components(verified) == ["inputs", "tolerance"]
+    mixed = v01.hybrid(verified, ["inputs"])
+    assert [s.name for s in mixed.stages] == ["trials", "hidden"] and mixed.tolerance == v01.tolerance
+    assert v01.hybrid(verified, COMPONENTS).differing_components(verified) == []
+    assert Oracle.load("kernelbench").differing_components(Oracle.load("robust-kbench")) == list(COMPONENTS)
+    with pytest.raises(OracleAuditError, match="unknown protocol components"):
+        v01.hybrid(verified, ["colour"])
+
+
+def test_with_tolerance_sets_every_dtype_and_drops_per_problem_overrides() -> None:
+    ak = Oracle.load("autokernel").with_tolerance(1e-3)
+    assert ak.tolerance.lookup("level1/23_Softmax", "float32").atol == 1e-3
+    assert ak.tolerance.lookup("p", "bfloat16").rtol == 1e-3
+
+
+def test_the_catalog_is_found_in_an_installed_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import oracleaudit.shipped as shipped
+
+    package = tmp_path / "site" / "oracleaudit"
+    shutil.copytree(catalog_dir(), package / "_shipped" / "oracles")
+    monkeypatch.setattr(shipped, "_PACKAGE", package)
+    assert catalog() == CATALOG

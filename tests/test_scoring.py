@@ -1,0 +1,623 @@
+"""Scoring: verdicts from stored evidence equal the rule run on the raw outputs; a designed synthetic store
+(real tensors measured with `evidence.measure`, faults with known answers) scores as designed; every
+analysis and the CLI give the known answer."""
+
+from __future__ import annotations
+
+import json
+import math
+import zlib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from oracleaudit.cli import main
+from oracleaudit.errors import OracleAuditError
+from oracleaudit.evidence import measure
+from oracleaudit.mutant import PENDING, Mutant, write_mutants
+from oracleaudit.oracle import Oracle, catalog, parse_input_key
+from oracleaudit.analysis import (
+    aggressiveness,
+    attribution,
+    blind_band,
+    input_family,
+    problem_sizes,
+    reduction_size,
+    scale,
+    tolerance_curve,
+    unrefereeable,
+)
+from oracleaudit.scoring import (
+    ESCAPED_DIR,
+    KILL_MATRIX_FILE,
+    SCORES_FILE,
+    UNWITNESSED_FILE,
+    Audit,
+    Observations,
+    read_kill_matrix,
+)
+from oracleaudit.store import OBSERVATION_SCHEMA, EvidenceStore
+from oracleaudit.verify import official_seeds
+
+OFFICIAL = [f"official/s={s}/official" for s in official_seeds()]
+HIDDEN = [f"scaled/x={x}/s={official_seeds()[0]}/official" for x in ("1", "3", "0.01", "-1")]
+NORMAL = [f"normal/s={s}/official" for s in range(10)] + ["normal/s=0/batch", "normal/s=1/batch"]
+LARGE = "normal/x=1000/s=42/official"
+AUTOKERNEL = ["randn_seed42/s=42/official", "randn_seed42/s=42/small", "randn_seed42/s=42/odd",
+              "randn_seed42/x=1e-06/s=42/official", "near_max/s=42/official", "mixed_range/s=42/official",
+              "zeros/s=42/official", "constant/value=0.5/s=42/official"]
+ODD = ["uniform_pm1/s=0/odd", "laplace/s=0/odd"]
+KEYS = OFFICIAL + HIDDEN + NORMAL + [LARGE] + AUTOKERNEL + ODD
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A synthetic evidence store: real tensors, measured
+
+
+def draw(problem: str, key: str) -> torch.Tensor:
+    """The input of a (problem, pool key): a (rows, k) float32 tensor drawn like the pool would."""
+    parts = parse_input_key(key)
+    g = torch.Generator().manual_seed(zlib.crc32(f"{problem}|{parts['distribution']}|{parts['seed']}|"
+                                                 f"{parts['variant']}".encode()))
+    rows, k = {"official": (32, 64), "odd": (31, 61), "small": (17, 17), "batch": (17, 64)}[parts["variant"]]
+    dist = parts["distribution"]
+    if dist in ("official", "scaled"):
+        x = torch.rand(rows, k, generator=g)
+    elif dist == "zeros":
+        x = torch.zeros(rows, k)
+    elif dist == "constant":
+        x = torch.full((rows, k), 0.5)
+    elif dist == "uniform_pm1":
+        x = torch.rand(rows, k, generator=g) * 2 - 1
+    else:
+        x = torch.randn(rows, k, generator=g)
+    if dist == "near_max":
+        x = x * 1e30
+    if dist == "mixed_range":
+        x = x * torch.where(torch.rand(rows, k, generator=g) > 0.5, 1e3, 1e-3)
+    if parts["scale"] is not None:
+        x = x * parts["scale"]
+    return x
+
+
+def chunked_sum(x: torch.Tensor) -> torch.Tensor:
+    """A CUDA-like block reduction: sums of 16-element chunks, then of the partial sums (fp32)."""
+    k = x.shape[-1]
+    pad = torch.nn.functional.pad(x, (0, (-k) % 16))
+    return pad.reshape(*x.shape[:-1], -1, 16).sum(-1).sum(-1)
+
+
+@dataclass
+class Case:
+    """One (problem, input): the input, both references and the original kernel's output."""
+
+    problem: str
+    key: str
+    x: torch.Tensor
+    ref32: torch.Tensor
+    ref64: torch.Tensor
+    original: torch.Tensor
+
+    @property
+    def parts(self) -> dict:
+        return parse_input_key(self.key)
+
+
+Fault = Callable[[Case], dict]
+
+
+def exact(case: Case) -> dict:
+    return {"out": case.original}
+
+
+@dataclass
+class Synthetic:
+    """Builds an evidence store and mutants.jsonl of designed problems and faults."""
+
+    root: Path
+    rows: list = field(default_factory=list)
+    mutants: list = field(default_factory=list)
+    texts: dict = field(default_factory=dict)
+
+    def problem(self, label: str, keys=KEYS, reference32: Callable | None = None, original: Callable | None = None,
+                faults: dict[str, tuple[str, str, Fault]] | None = None) -> None:
+        """A row-sum problem: fp64 reference x.double().sum(-1); fp32 reference x.sum(-1) (PyTorch, or
+        `reference32(x, ref64)`); original kernel a chunked fp32 sum (or `original(x, ref64, key)`)."""
+        source = f"{label}.cu"
+        self.texts[source] = "acc += x;\n"
+        for name, (family, rule, _) in (faults or {}).items():
+            self.mutants.append(Mutant(
+                id=name, problem=label, problem_file=None, source=source, source_sha256="0" * 64, unit=0,
+                rule=rule, family=family, start=4, end=6, start_line=1, start_col=5, end_line=1, end_col=7,
+                original="+=", replacement="-=", scope="device", function="kernel", status=PENDING))
+        for key in keys:
+            x = draw(label, key)
+            ref64 = x.double().sum(-1)
+            ref32 = reference32(x, ref64) if reference32 else x.sum(-1)
+            orig = original(x, ref64, key) if original else chunked_sum(x)
+            case = Case(label, key, x, ref32, ref64, orig)
+            self.rows.append(self._reference_row(case))
+            self.rows.append(self._row(case, "original", {"out": orig}))
+            for name, (_, _, fault) in (faults or {}).items():
+                self.rows.append(self._row(case, name, fault(case)))
+
+    @staticmethod
+    def _base(case: Case, mutant: str, status: str = "Ok") -> dict:
+        parts = case.parts
+        return {"problem": case.problem, "mutant_id": mutant, "input_id": case.key, "input_seed": parts["seed"],
+                "shape_variant": parts["variant"], "distribution": parts["distribution"], "output_index": 0,
+                "status": status, "ref_matmul_tf32": False, "ref_cudnn_tf32": True, "ref_matmul_precision": "highest",
+                "ref_device": "cpu"}
+
+    def _reference_row(self, case: Case) -> dict:
+        return {**self._base(case, "reference"), **measure(case.ref32, case.ref64).to_row("fp64_")}
+
+    def _row(self, case: Case, mutant: str, result: dict) -> dict:
+        row = self._base(case, mutant, result.get("status", "Ok"))
+        row["time_ms"] = result.get("time_ms", 0.02)
+        out = result.get("out")
+        if out is not None:
+            row["repeat_bitwise_equal"] = result.get("repeat", True)
+            row.update(measure(out, case.ref32).to_row("fp32_"))
+            row.update(measure(out, case.ref64).to_row("fp64_"))
+        return row
+
+    def build(self) -> tuple[Path, Path]:
+        evidence = self.root / "evidence"
+        store = EvidenceStore(evidence).create({"pool": "synthetic"})
+        store.append(self.rows)
+        mutants = self.root / "mutants"
+        write_mutants(mutants, self.mutants, self.texts)
+        return evidence, mutants
+
+
+def _neg_relu_sum(case: Case) -> dict:
+    return {"out": chunked_sum(case.x.clamp(min=0))}
+
+
+def _odd_only(case: Case) -> dict:
+    if case.parts["variant"] == "odd":
+        return {"out": chunked_sum(case.x[..., :-1])}
+    return {"out": case.original}
+
+
+FAULTS: dict[str, tuple[str, str, Fault]] = {
+    "drop_last": ("loop", "loop.delete_tail_loop", lambda c: {"out": chunked_sum(c.x[..., :-1])}),
+    "odd_only": ("loop", "loop.tiles_ceil_to_floor_div", _odd_only),
+    "rel_5e-4": ("precision", "prec.accumulator_to_half", lambda c: {"out": c.original * (1 + 5e-4)}),
+    "rel_2e-5": ("precision", "prec.fast_intrinsic", lambda c: {"out": c.original * (1 + 2e-5)}),
+    "nan": ("arithmetic", "arith.div_to_mul",
+            lambda c: {"out": torch.where(torch.arange(len(c.original)) == 0, math.nan, c.original)}),
+    "zeros": ("memory", "mem.zeros_to_empty", lambda c: {"out": torch.zeros_like(c.original)}),
+    "shape": ("indexing", "idx.index_minus_one", lambda c: {"out": c.original[:-1], "status": "ShapeMismatch"}),
+    "crash": ("indexing", "idx.thread_to_block", lambda c: {"status": "RuntimeError"}),
+    "timeout": ("synchronization", "sync.remove_syncthreads", lambda c: {"status": "Timeout"}),
+    "negatives": ("relational", "rel.negate_condition", _neg_relu_sum),
+    "nondeterministic": ("synchronization", "sync.atomic_to_plain", lambda c: {"out": c.original, "repeat": False}),
+    "equivalent": ("launch", "launch.block_doubled", exact),
+}
+
+
+@pytest.fixture(scope="module")
+def designed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Audit, Path, Path]:
+    """Three problems: a row sum with every designed fault; a GEMM-like problem whose original drifts on
+    ×1000 inputs (a correct kernel an aggressive oracle rejects); a problem whose fp32 reference is off
+    by 5e-4 (TF32-like) on every input."""
+    root = tmp_path_factory.mktemp("designed")
+    s = Synthetic(root)
+    s.problem("level1/1_Sum", faults=FAULTS)
+    s.problem("level2/7_Gemm_Scale",
+              original=lambda x, r64, key: (r64 * (1 + 5e-3)).float() if key == LARGE else chunked_sum(x),
+              faults={"gemm_drop": ("loop", "loop.bound_minus_one", lambda c: {"out": chunked_sum(c.x[..., 1:])})})
+    s.problem("level3/9_Attention", reference32=lambda x, r64: (r64 * (1 + 5e-4)).float(),
+              original=lambda x, r64, key: r64.float(),
+              faults={"attn_large": ("arithmetic", "arith.add_to_sub", lambda c: {"out": -c.original})})
+    evidence, mutants = s.build()
+    return Audit.load(evidence, mutants), evidence, mutants
+
+
+def killed(audit: Audit, oracle: str | Oracle, problem: str = "level1/1_Sum") -> set[str]:
+    oracle = Oracle.load(oracle) if isinstance(oracle, str) else oracle
+    v = audit.verdicts(oracle)
+    m = audit.mutants
+    return {mid for mid, k, p in zip(m["mutant_id"], v.killed, m["problem"]) if k and p == problem}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Exactness on random tensors
+
+
+def random_pair(rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """A random (out, fp32 ref) pair: noise of every size, NaN/Inf sprinkled in either side, shape
+    mismatches, all-zero outputs, exact copies."""
+    n = int(rng.choice([1, 5, 64, 300]))
+    ref = torch.from_numpy(rng.standard_normal(n) * 10.0 ** rng.uniform(-3, 3)).float()
+    kind = rng.choice(["noise", "noise", "exact", "zeros", "shape", "nan_out", "nan_both", "inf_out", "inf_both",
+                       "inf_ref", "scaled"])
+    out = ref + torch.from_numpy(rng.standard_normal(n) * 10.0 ** rng.uniform(-9, 0)).float() * ref.abs().mean()
+    if kind == "exact":
+        out = ref.clone()
+    elif kind == "zeros":
+        out = torch.zeros_like(ref)
+    elif kind == "shape":
+        out = out[: max(0, n - 1)] if n > 1 else out.reshape(1, 1)
+    elif kind == "scaled":
+        out = ref * float(rng.choice([1 + 1e-5, 1 + 1e-3, 1.02, -1.0]))
+    at = int(rng.integers(0, n))
+    if kind in ("nan_out", "nan_both"):
+        out[at] = math.nan
+    if kind == "nan_both":
+        ref[at] = math.nan
+    if kind in ("inf_out", "inf_both"):
+        out[at] = math.inf
+    if kind == "inf_both":
+        ref[at] = math.inf
+    if kind == "inf_ref":
+        ref[at] = -math.inf
+    return out, ref
+
+
+def raw_rule(oracle: Oracle, out: torch.Tensor, ref: torch.Tensor) -> bool:
+    """The protocol's rule run on the raw tensors, written straight from its documentation (one stage)."""
+    rule = oracle.stage_rule(oracle.stages[0])
+    tol = oracle.tolerance.lookup("p", "float32")
+    if out.shape != ref.shape or out.dtype != ref.dtype:
+        return False
+    out_nf, ref_nf = bool((~torch.isfinite(out)).any()), bool((~torch.isfinite(ref)).any())
+    if rule.nonfinite_output_fails and out_nf:
+        return False
+    if rule.nan == "nonfinite_in_both_passes":
+        if out_nf and ref_nf:
+            return True
+        if out_nf:
+            return False
+    if rule.allclose and not torch.allclose(out, ref, rtol=tol.rtol, atol=tol.atol, equal_nan=rule.nan == "equal_nan"):
+        return False
+    if rule.min_fraction_within is not None:
+        t = tol.atol
+        frac = float(torch.isclose(out, ref, rtol=t, atol=t).double().mean()) if out.numel() else 1.0
+        if frac < rule.min_fraction_within:
+            return False
+    fin = torch.isfinite(out) & torch.isfinite(ref)
+    a, b = out[fin].double(), ref[fin].double()
+    identical = a.numel() == 0 or bool((a - b).abs().max() == 0)
+    if rule.min_cosine is not None:
+        if a.norm() > 0 and b.norm() > 0:
+            if float((a @ b) / (a.norm() * b.norm())) < rule.min_cosine - 1e-12:
+                return False
+        elif not identical:
+            return False
+    if rule.max_rel_l1 is not None:
+        if b.abs().sum() > 0:
+            if float((a - b).abs().sum() / b.abs().sum()) > rule.max_rel_l1 + 1e-12:
+                return False
+        elif not identical:
+            return False
+    if rule.max_rmse is not None and a.numel() and float(((a - b) ** 2).mean().sqrt()) > rule.max_rmse + 1e-12:
+        return False
+    if rule.all_zero_fails and bool((out == 0).all()) and bool((ref != 0).any()):
+        return False
+    return True
+
+
+def protocol(rule: str, t: float = 1e-4) -> Oracle:
+    return Oracle.from_text(f"""
+schema_version = 1
+name = "probe"
+description = "probe"
+[tolerance]
+float32 = {{ atol = {t!r}, rtol = {t!r} }}
+[rule]
+{rule}
+[[stages]]
+inputs = ["*"]
+""")
+
+
+def exactness_audit(rng: np.random.Generator, cases: int) -> tuple[Audit, list[tuple[torch.Tensor, torch.Tensor]]]:
+    """One problem per random pair: its reference row, an original equal to the reference, and the pair's
+    output as the one mutant."""
+    pairs = [random_pair(rng) for _ in range(cases)]
+    rows, mutants = [], []
+    for i, (out, ref) in enumerate(pairs):
+        base = dict(problem=f"p{i:04d}", input_id="normal/s=0/official", input_seed=0, shape_variant="official",
+                    distribution="normal", output_index=0)
+        ref64 = ref.double()
+        rows.append({**base, "mutant_id": "reference", "status": "Ok", **measure(ref, ref64).to_row("fp64_")})
+        rows.append({**base, "mutant_id": "original", "status": "Ok", "repeat_bitwise_equal": True,
+                     **measure(ref, ref).to_row("fp32_"), **measure(ref, ref64).to_row("fp64_")})
+        status = "Ok" if out.shape == ref.shape else "ShapeMismatch"
+        rows.append({**base, "mutant_id": f"c{i:04d}", "status": status, "repeat_bitwise_equal": True,
+                     **measure(out, ref).to_row("fp32_"), **measure(out, ref64).to_row("fp64_")})
+        mutants.append(Mutant(id=f"c{i:04d}", problem=f"p{i:04d}", problem_file=None, source="p.cu",
+                              source_sha256="0", unit=0, rule="r", family="f", start=0, end=1, start_line=1,
+                              start_col=1, end_line=1, end_col=2, original="+", replacement="-", scope="device",
+                              function=None))
+    obs = Observations(pa.Table.from_pylist(rows, schema=OBSERVATION_SCHEMA))
+    return Audit.from_parts(obs, mutants), pairs
+
+
+@pytest.mark.parametrize("rule", [
+    "allclose = true", "allclose = true\nnan = \"equal_nan\"", "allclose = true\nnonfinite_output_fails = true",
+    "allclose = true\nnan = \"nonfinite_in_both_passes\"", "allclose = false\nmin_fraction_within = 0.9",
+    "allclose = false\nmin_cosine = 0.999", "allclose = false\nmax_rel_l1 = 0.001", "allclose = false\nmax_rmse = 0.01",
+    "allclose = false\nall_zero_fails = true",
+])
+def test_the_verdict_from_evidence_equals_the_rule_run_on_the_raw_outputs(rule: str) -> None:
+    audit, pairs = exactness_audit(np.random.default_rng(zlib.crc32(rule.encode())), 240)
+    for t in (1e-5, 1e-4, 1e-2):
+        oracle = protocol(rule, t)
+        verdicts = audit.verdicts(oracle)
+        inexact = set(verdicts.rows.loc[verdicts.rows["inexact"].to_numpy(), "row"])
+        unit_rows = dict(zip(audit.obs.frame["unit"], audit.obs.frame.index))  # one row per case
+        wrong = []
+        for (out, ref), unit, rejected in zip(pairs, audit.mutants["unit"], verdicts.killed):
+            if unit_rows[unit] in inexact:
+                # the one thing the counts cannot tell: where the reference is ±Inf and the output is not
+                # the same Inf, whether the output is finite or the opposite Inf
+                assert bool((torch.isinf(ref) & (out != ref)).any())
+                continue
+            if rejected == raw_rule(oracle, out, ref):
+                wrong.append((out, ref))
+        assert not wrong, f"{len(wrong)} verdicts differ from the raw rule, e.g. {wrong[0]}"
+        assert verdicts.inexact == len(inexact)
+
+
+def test_allclose_verdicts_are_never_inexact_and_equal_torch_allclose() -> None:
+    audit, pairs = exactness_audit(np.random.default_rng(7), 400)
+    for t, equal_nan in ((1e-4, False), (1e-2, True), (0.0, False), (3e-7, False)):
+        oracle = protocol(f"allclose = true\nnan = \"{'equal_nan' if equal_nan else 'fails'}\"", t)
+        verdicts = audit.verdicts(oracle)
+        expected = [out.shape != ref.shape or not torch.allclose(out, ref, rtol=t, atol=t, equal_nan=equal_nan)
+                    for out, ref in pairs]
+        assert verdicts.killed.tolist() == expected
+        assert verdicts.inexact == 0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The designed store
+
+
+def test_kernelbench_kills_gross_faults_and_misses_the_blind_band(designed) -> None:
+    audit, _, _ = designed
+    assert killed(audit, "kernelbench") == {"drop_last", "rel_5e-4", "nan", "zeros", "shape", "crash", "timeout"}
+
+
+def test_the_looser_v01_tolerance_also_misses_a_5e4_relative_error(designed) -> None:
+    audit, _, _ = designed
+    assert killed(audit, "kernelbench-v0.1") == {"drop_last", "nan", "zeros", "shape", "crash", "timeout"}
+
+
+def test_verified_hidden_configs_catch_a_fault_that_needs_negative_inputs(designed) -> None:
+    audit, _, _ = designed
+    assert "negatives" in killed(audit, "kernelbench-verified")
+    assert "negatives" not in killed(audit, "kernelbench")
+
+
+def test_repeat_rules_kill_the_non_deterministic_mutant(designed) -> None:
+    audit, _, _ = designed
+    assert "nondeterministic" in killed(audit, "robust-kbench")
+    assert "nondeterministic" in killed(audit, "autokernel")
+    assert "nondeterministic" not in killed(audit, "kernelbench")
+
+
+def test_only_oracles_that_draw_odd_shapes_kill_the_odd_shape_fault(designed) -> None:
+    audit, _, _ = designed
+    drawing_odd = {name for name in catalog() if "odd_only" in killed(audit, name)}
+    assert drawing_odd == {"autokernel", "fp64-fuzz"}
+
+
+def test_every_fault_is_witnessed_and_the_equivalent_mutant_is_not(designed) -> None:
+    audit, _, _ = designed
+    w = audit.witness.assign(problem=audit.mutants["problem"].to_numpy())
+    kinds = dict(zip(w["mutant_id"], w["kind"]))
+    assert {m for m, k in kinds.items() if k is None} == {"equivalent"}
+    assert kinds["crash"] == "crash" and kinds["timeout"] == "timeout" and kinds["shape"] == "mismatch"
+    assert kinds["nan"] == "nonfinite" and kinds["rel_2e-5"] == "error"
+    assert kinds["nondeterministic"] == "nondeterministic"
+
+
+def test_detection_is_killed_over_witnessed(designed) -> None:
+    audit, _, _ = designed
+    result = audit.score(Oracle.load("kernelbench"))
+    assert result["witnessed"] == 13 and result["mutants"] == 14  # 11 faults of 1_Sum + gemm_drop + attn_large
+    assert result["detection"] == round(result["killed"] / result["witnessed"], 6)
+    assert result["by_family"]["precision"] == {"witnessed": 2, "killed": 1, "detection": 0.5}
+    escaped = {e["mutant_id"] for e in result["escaped_top"]}
+    assert {"rel_2e-5", "odd_only", "negatives", "nondeterministic"} <= escaped
+
+
+def test_false_alarms_count_the_originals_an_oracle_rejects(designed) -> None:
+    audit, _, _ = designed
+    fuzz = audit.score(Oracle.load("fp64-fuzz"))
+    assert "level2/7_Gemm_Scale" in fuzz["false_alarm_problems"]
+    kb = audit.score(Oracle.load("kernelbench"))
+    # The attention problem's fp32 reference is off by 5e-4: its correct original fails KernelBench's 1e-4.
+    assert kb["false_alarm_problems"] == ["level3/9_Attention"]
+    assert kb["false_alarms"] == 1 and kb["false_alarm_trials"] == 5
+    assert audit.score(Oracle.load("kernelbench-v0.1"))["false_alarms"] == 0
+
+
+def test_tolerance_curve_detection_falls_as_the_tolerance_grows(designed) -> None:
+    audit, _, _ = designed
+    curve = tolerance_curve(audit, Oracle.load("kernelbench"), [1e-6, 1e-4, 1e-2, 1e-1])
+    assert curve["tolerances"] == [1e-6, 1e-4, 1e-2, 1e-1]
+    assert curve["detection"] == sorted(curve["detection"], reverse=True)
+    precision = curve["by_family"]["precision"]
+    assert precision == [1.0, 0.5, 0.0, 0.0]  # 2e-5 and 5e-4 relative errors against the tolerance line
+
+
+def test_blind_band_places_escaped_errors_below_the_tolerance_line(designed) -> None:
+    audit, _, _ = designed
+    band = blind_band(audit, Oracle.load("kernelbench"), sizes={"level1/1_Sum": (64, "reduced dimensions")})
+    entries = {e["mutant_id"]: e for e in band["escaped"]}
+    assert entries["rel_2e-5"]["reduction_size"] == 64
+    assert 1e-5 < entries["rel_2e-5"]["error"] < band["tolerance"] == 1e-4
+    assert band["by_size"][0]["reduction_size"] == "64-255"
+
+
+def test_the_blind_band_reads_reduction_sizes_from_the_problem_files(designed, tmp_path: Path) -> None:
+    audit, _, _ = designed
+    problem = tmp_path / "1_Sum.py"
+    problem.write_text("import torch\n\nbatch = 32\ndim = 64\n\n\nclass Model(torch.nn.Module):\n"
+                       "    def forward(self, x):\n        return x.sum(-1)\n\n\n"
+                       "def get_inputs():\n    return [torch.rand(batch, dim)]\n\n\n"
+                       "def get_init_inputs():\n    return []\n")
+    mutants = audit.mutants.copy()
+    mutants["problem_file"] = np.where(mutants["problem"] == "level1/1_Sum", str(problem), None)
+    with_files = replace(audit, mutants=mutants, _cache={})
+    assert problem_sizes(with_files) == {"level1/1_Sum": (64, "reduced dimensions")}
+    sizes = {e["mutant_id"]: e["reduction_size"] for e in blind_band(with_files, Oracle.load("kernelbench"))["escaped"]}
+    assert sizes["rel_2e-5"] == 64
+
+
+def test_reduction_size_comes_from_the_dimensions_the_output_drops() -> None:
+    assert reduction_size([(128, 4096)], (128,)) == (4096, "reduced dimensions")
+    assert reduction_size([(64, 32), (32, 48)], (64, 48)) == (32, "reduced dimensions")
+    assert reduction_size([(16, 16)], (16, 16)) == (1, "input/output elements")
+    assert reduction_size([], (3,)) == (1, "unknown")
+
+
+def test_aggressiveness_ceiling_shows_which_inputs_reject_correct_kernels(designed) -> None:
+    audit, _, _ = designed
+    ceiling = aggressiveness(audit, Oracle.load("fp64-fuzz"), tolerance=1e-3)
+    rates = {f["family"]: f for f in ceiling["families"]}
+    assert rates["normal/x=1000/official"]["problems_rejected"] == ["level2/7_Gemm_Scale"]
+    assert rates["official/official"]["rejected"] == 0
+    assert ceiling["families"][0]["rate"] >= ceiling["families"][-1]["rate"]
+
+
+def test_input_family_drops_the_seed() -> None:
+    assert input_family("normal/x=1000/s=42/official") == "normal/x=1000/official"
+
+
+def test_unrefereeable_finds_the_problem_whose_fp32_reference_fails_its_own_tolerance(designed) -> None:
+    audit, _, _ = designed
+    result = unrefereeable(audit, Oracle.load("kernelbench"))
+    assert [p["problem"] for p in result["problems"]] == ["level3/9_Attention"]
+    assert result["problems"][0]["max_error"] == pytest.approx(5e-4, rel=0.05)
+    assert unrefereeable(audit, Oracle.load("kernelbench-v0.1"))["problems"] == []
+
+
+def test_attribution_splits_the_v01_to_verified_gain_by_exact_shapley_values(designed) -> None:
+    audit, _, _ = designed
+    before, after = Oracle.load("kernelbench-v0.1"), Oracle.load("kernelbench-verified")
+    result = attribution(audit, before, after)
+    assert result["components"] == ["inputs", "tolerance"] and result["orderings"] == 2
+    assert sum(result["shapley"].values()) == pytest.approx(result["detection"]["change"])
+    values = {tuple(s["components"]): s["detection"] for s in result["subsets"]}
+    by_hand = 0.5 * ((values[("inputs",)] - values[()]) + (values[("inputs", "tolerance")] - values[("tolerance",)]))
+    assert result["shapley"]["inputs"] == pytest.approx(by_hand)
+    assert result["shapley"]["inputs"] > 0  # the hidden ×(−1) config catches `negatives`
+
+
+def test_attribution_of_identical_oracles_is_an_error(designed) -> None:
+    audit, _, _ = designed
+    with pytest.raises(OracleAuditError, match="do not differ"):
+        attribution(audit, Oracle.load("kernelbench"), Oracle.load("kernelbench"))
+
+
+def test_scale_reports_detection_per_level(designed) -> None:
+    audit, _, _ = designed
+    result = scale(audit, Oracle.load("kernelbench"))
+    assert set(result["by_level"]) == {"level1", "level2", "level3"}
+    assert result["by_level"]["level3"] == {"mutants": 1, "witnessed": 1, "killed": 1, "detection": 1.0}
+    assert set(result["by_output_size"]) <= {"1e1-1e2", "1e0-1e1"}
+
+
+@pytest.mark.parametrize("name", catalog())
+def test_every_catalog_oracle_scores_the_designed_store(designed, name: str) -> None:
+    audit, _, _ = designed
+    result = audit.score(Oracle.load(name))
+    assert result["witnessed"] == 13 and 0 < result["detection"] <= 1
+    assert result["not_drawn"] == 0
+
+
+def test_an_oracle_that_draws_nothing_from_the_store_is_an_error(designed) -> None:
+    audit, _, _ = designed
+    nothing = protocol("allclose = true").hybrid(Oracle.from_text(
+        '''schema_version = 1\nname = "x"\ndescription = "x"\n[tolerance]\nfloat32 = { atol = 1e-4, rtol = 1e-4 }
+[[stages]]\ninputs = ["lognormal/s=99/official"]\n'''), ["inputs"])
+    with pytest.raises(OracleAuditError, match="draws no input"):
+        audit.score(nothing)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The command line
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    return code, capsys.readouterr().out
+
+
+def test_score_json_has_the_documented_keys(designed, capsys) -> None:
+    _, evidence, mutants = designed
+    code, out = run_cli(capsys, "score", "--oracle", "kernelbench", "--evidence", str(evidence), "--mutants",
+                        str(mutants), "--json")
+    result = json.loads(out)
+    assert code == 0
+    assert {"oracle", "witnessed", "killed", "detection", "false_alarms", "by_family"} <= set(result)
+    assert set(result["by_family"]["loop"]) == {"witnessed", "killed", "detection"}
+
+
+def test_several_oracles_give_a_list_and_fail_under_exits_1(designed, capsys) -> None:
+    _, evidence, mutants = designed
+    code, out = run_cli(capsys, "score", "--oracle", "kernelbench", "--oracle", "oracles/robust-kbench.toml",
+                        "--evidence", str(evidence), "--mutants", str(mutants), "--json", "--fail-under", "0.99")
+    assert code == 1
+    assert [r["oracle"] for r in json.loads(out)] == ["kernelbench", "robust-kbench"]
+
+
+def test_score_out_writes_the_kill_matrix_scores_and_escaped_lists(designed, capsys, tmp_path) -> None:
+    _, evidence, mutants = designed
+    out = tmp_path / "out"
+    code, text = run_cli(capsys, "score", "--oracle", "kernelbench", "--oracle", "kernelbench-v0.1", "--evidence",
+                         str(evidence), "--mutants", str(mutants), "--out", str(out), "--by", "rule")
+    assert code == 0 and "Detection by rule" in text
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == [
+        ESCAPED_DIR, f"{ESCAPED_DIR}/kernelbench-v0.1.jsonl", f"{ESCAPED_DIR}/kernelbench.jsonl", KILL_MATRIX_FILE,
+        SCORES_FILE, UNWITNESSED_FILE]
+    matrix = read_kill_matrix(out / KILL_MATRIX_FILE)
+    assert list(matrix.columns[-2:]) == ["kernelbench", "kernelbench-v0.1"] and len(matrix) == 14
+    escaped = [json.loads(line) for line in (out / ESCAPED_DIR / "kernelbench.jsonl").read_text().splitlines()]
+    assert all(e["diff"].startswith("--- a/") for e in escaped)
+    assert [json.loads(line)["mutant_id"] for line in (out / UNWITNESSED_FILE).read_text().splitlines()] == ["equivalent"]
+    assert pq.read_metadata(out / KILL_MATRIX_FILE).schema.to_arrow_schema().metadata[b"oracleaudit.schema_version"] == b"1"
+
+
+def test_score_without_evidence_says_no_bundled_evidence_exists_yet(capsys) -> None:
+    assert main(["score", "--oracle", "kernelbench"]) == 2
+    assert "no bundled evidence exists yet" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("analysis,keys", [
+    ("tolerance-curve", {"tolerances", "detection", "by_family"}), ("blind-band", {"escaped", "by_size"}),
+    ("ceiling", {"families", "tolerance"}), ("unrefereeable", {"problems"}), ("scale", {"by_level"}),
+])
+def test_each_analysis_prints_json(designed, capsys, analysis: str, keys: set) -> None:
+    _, evidence, mutants = designed
+    code, out = run_cli(capsys, "analyze", analysis, "--oracle", "kernelbench", "--evidence", str(evidence),
+                        "--mutants", str(mutants), "--json")
+    assert code == 0 and keys <= set(json.loads(out))
+
+
+def test_attribution_analysis_takes_two_oracles(designed, capsys) -> None:
+    _, evidence, mutants = designed
+    code, out = run_cli(capsys, "analyze", "attribution", "--oracle", "kernelbench-v0.1", "--oracle",
+                        "kernelbench-verified", "--evidence", str(evidence), "--mutants", str(mutants), "--json")
+    assert code == 0 and set(json.loads(out)["shapley"]) == {"inputs", "tolerance"}
+    assert main(["analyze", "attribution", "--oracle", "kernelbench", "--evidence", str(evidence), "--mutants",
+                 str(mutants)]) == 2
+
+
+def test_oracles_lists_the_catalog_one_line_each(capsys) -> None:
+    code, out = run_cli(capsys, "oracles")
+    assert code == 0
+    assert [line.split()[0] for line in out.splitlines()] == catalog()
