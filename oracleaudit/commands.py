@@ -132,6 +132,8 @@ def register_run(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--scheduler", metavar="ADDR", help="Dask scheduler address (with --backend dask)")
     parser.add_argument("--timeout-factor", type=float, default=10.0, metavar="F",
                         help="a mutant may take F × the original's time plus a floor (default: 10)")
+    parser.add_argument("--per-solution", type=int, metavar="N",
+                        help="run only the first N Pending mutants of each solution by id (a deterministic sample)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(handler=_run_run)
 
@@ -141,7 +143,8 @@ def _run_run(args: argparse.Namespace) -> int:
     from oracleaudit.cli import print_json
 
     result = runner.run(args.mutants, args.out, pool=args.pool, gpus=args.gpus, backend=args.backend,
-                        scheduler=args.scheduler, timeout_factor=args.timeout_factor, show_progress=not args.json)
+                        scheduler=args.scheduler, timeout_factor=args.timeout_factor,
+                        per_solution=args.per_solution, show_progress=not args.json)
     for line in result.errors:
         print(f"oracleaudit: {line}", file=sys.stderr)
     summary = result.summary()

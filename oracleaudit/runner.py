@@ -52,9 +52,11 @@ class RunResult:
                 "evidence_s": round(self.evidence_s, 1), "wall_s": round(self.wall_s, 1)}
 
 
-def plan_jobs(mutants: list[Mutant], pool: str, build_root: Path, done: set[str]) -> tuple[list[Job], list[str], int]:
-    """One job per solution file: the Pending mutants (the original runs with every job). Returns the jobs,
-    error lines, and how many variants are already recorded."""
+def plan_jobs(mutants: list[Mutant], pool: str, build_root: Path, done: set[str],
+              per_solution: int | None = None) -> tuple[list[Job], list[str], int]:
+    """One job per solution file: the Pending mutants (the original runs with every job), or the first
+    `per_solution` of them by id (a deterministic sample). Returns the jobs, error lines, and how many
+    variants are already recorded."""
     from oracleaudit.pool import Pool
     from oracleaudit.problem import file_sha256
 
@@ -65,6 +67,8 @@ def plan_jobs(mutants: list[Mutant], pool: str, build_root: Path, done: set[str]
     loaded = Pool.load(pool)
     jobs, errors, recorded = [], [], 0
     for (source, problem_file), group in sorted(by_source.items(), key=lambda kv: kv[0][0]):
+        if per_solution is not None:
+            group = sorted(group, key=lambda m: m.id)[:per_solution]
         path = Path(source)
         if problem_file is None:
             errors.append(f"{source}: its mutants have no paired problem (run `oracleaudit mutate --problems ROOT`)")
@@ -233,13 +237,15 @@ class Supervisor:
 
 def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = None, backend: str = "local",
         scheduler: str | None = None, timeout_factor: float = 10.0, timeout_floor_s: float = 30.0,
-        show_progress: bool = True) -> RunResult:
+        per_solution: int | None = None, show_progress: bool = True) -> RunResult:
     """Run every Pending mutant (and each solution's original) through the pool on the GPUs; append the
     observations to the evidence store at `out`. Safe to interrupt and run again."""
     from oracleaudit.progress import progress_bar
     from oracleaudit.store import EvidenceStore
 
     started = time.perf_counter()
+    if per_solution is not None and per_solution < 1:
+        raise OracleAuditError(f"--per-solution must be ≥ 1, got {per_solution}")
     if timeout_factor <= 0:
         raise OracleAuditError(f"--timeout-factor must be > 0, got {timeout_factor}")
     if backend not in ("local", "dask"):
@@ -252,7 +258,7 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
     store = EvidenceStore(out).open_or_create({"pool": pool, "mutants_sha256": _sha256(mutants_dir)})
     # A variant's rows are appended in one part, so any committed row means the whole variant is recorded.
     done = {f"{problem}::{mutant}" for problem, mutant, _ in store.done_keys()}
-    jobs, errors, recorded = plan_jobs(mutants, pool, out / "builds", done)
+    jobs, errors, recorded = plan_jobs(mutants, pool, out / "builds", done, per_solution)
     result = RunResult(solutions=len(jobs), errors=errors, skipped=recorded)
     if not jobs:
         result.wall_s = time.perf_counter() - started

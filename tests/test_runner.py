@@ -25,8 +25,9 @@ def workdir(tmp_path: Path, monkeypatch) -> Path:
     return tmp_path
 
 
-def plan(workdir: Path, done: set[str] = frozenset()):
-    return runner.plan_jobs(read_mutants(Path("mutants")), str(workdir / "tiny_pool.toml"), workdir / "b", set(done))
+def plan(workdir: Path, done: set[str] = frozenset(), per_solution: int | None = None):
+    return runner.plan_jobs(read_mutants(Path("mutants")), str(workdir / "tiny_pool.toml"), workdir / "b", set(done),
+                            per_solution)
 
 
 def test_a_solution_becomes_one_job_with_every_pending_mutant_and_every_pool_input(workdir: Path) -> None:
@@ -36,6 +37,12 @@ def test_a_solution_becomes_one_job_with_every_pending_mutant_and_every_pool_inp
     assert len(job.mutants) == len(EDITS)
     assert [key for key, *_ in job.entry_keys] == ["official/s=734796314/official", "normal/s=0/official"]
     assert job.skip_variants == ()
+
+
+def test_a_per_solution_limit_takes_the_first_mutants_by_id(workdir: Path) -> None:
+    (job,) = plan(workdir, per_solution=2)[0]
+    expected = sorted(m.id for m in read_mutants(Path("mutants")))[:2]
+    assert [m["id"] for m in job.mutants] == expected
 
 
 def test_recorded_variants_are_skipped_and_a_fully_recorded_solution_is_not_run(workdir: Path) -> None:
@@ -68,6 +75,7 @@ def test_run_without_a_gpu_says_so_in_one_line(workdir: Path) -> None:
     ({"timeout_factor": 0}, "--timeout-factor must be > 0"),
     ({"backend": "slurm"}, "--backend must be local or dask"),
     ({"backend": "dask"}, "--backend dask needs --scheduler"),
+    ({"per_solution": 0}, "--per-solution must be ≥ 1"),
 ])
 def test_bad_run_options_are_refused_naming_the_flag(workdir: Path, kwargs: dict, message: str) -> None:
     with pytest.raises(OracleAuditError, match=message):
