@@ -30,7 +30,8 @@ def naive_one(args) -> float:
     from oracleaudit.mutant import Mutant
     from oracleaudit.pool import Pool
     from oracleaudit.problem import load_solution_module
-    from oracleaudit.worker import WEIGHT_SEED, _double, _problem, _tensors, entry_init
+    from oracleaudit.problem import problem_at
+    from oracleaudit.worker import WEIGHT_SEED, _double, _tensors, entry_init
 
     started = time.perf_counter()
     mutant = Mutant(**mutant_record)
@@ -47,7 +48,7 @@ def naive_one(args) -> float:
         solution = load_solution_module(path)
     except Exception:
         return time.perf_counter() - started
-    problem = _problem(mutant.problem_file)
+    problem = problem_at(mutant.problem_file)
     for entry in Pool.load(pool_name).entries_for(problem):
         module = entry.load_problem(problem)
         inputs = entry.make_inputs(module, device)

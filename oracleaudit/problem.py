@@ -38,6 +38,7 @@ __all__ = [
     "load_problem_module",
     "load_solution_module",
     "pair_solutions",
+    "problem_at",
     "solution_files",
 ]
 
@@ -237,6 +238,15 @@ def _match(
         f"the stem {stem!r} names problems at levels {levels}; "
         f"prefix the file name with level{{L}}_ or put it in a levelL/ folder"
     )
+
+
+def problem_at(path: Path | str) -> Problem:
+    """The problem whose file is `path` (`ROOT/levelL/{id}_{Name}.py`), found under its own root."""
+    target = Path(path).resolve()
+    for problem in discover_problems(target.parent.parent):
+        if problem.path.resolve() == target:
+            return problem
+    raise OracleAuditError(f"{path}: not a problem file levelL/{{id}}_{{Name}}.py under a problem root")
 
 
 def int_constants(module: ModuleType) -> dict[str, int]:

@@ -27,6 +27,7 @@ from typing import Callable
 
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.mutant import PENDING, Mutant, read_mutants
+from oracleaudit.problem import problem_at
 from oracleaudit.worker import ORIGINAL, REFERENCE, Job
 
 BUILD_TIMEOUT_S = 3600.0
@@ -79,9 +80,7 @@ def plan_jobs(mutants: list[Mutant], pool: str, build_root: Path, done: set[str]
         if file_sha256(path) != group[0].source_sha256:
             errors.append(f"{source}: changed since its mutants were made (sha256 differs); mutate again")
             continue
-        from oracleaudit.worker import _problem
-
-        problem = _problem(problem_file)
+        problem = problem_at(problem_file)
         keys = tuple((e.key, e.seed, e.variant, e.distribution) for e in loaded.entries_for(problem))
         skip = tuple(k for k in [REFERENCE, ORIGINAL, *(m.id for m in group)] if f"{problem.label}::{k}" in done)
         recorded += len(set(skip) - {REFERENCE})
@@ -225,9 +224,7 @@ class Supervisor:
                         message: str) -> None:
         if current is None:
             return
-        from oracleaudit.worker import _problem
-
-        problem = _problem(job.problem_path)
+        problem = problem_at(job.problem_path)
         rows = [{"mutant_id": current, "problem": problem.label, "input_id": key, "input_seed": seed,
                  "shape_variant": variant, "distribution": distribution, "output_index": 0, "status": status,
                  "error_class": error_class, "error_message": message}

@@ -91,6 +91,7 @@ def run_job(job: Job, send) -> None:
     from oracleaudit.evidence import measure
     from oracleaudit.mutant import Mutant
     from oracleaudit.pool import Pool
+    from oracleaudit.problem import problem_at
 
     device = job.device
     torch.cuda.set_device(torch.device(device))
@@ -100,7 +101,7 @@ def run_job(job: Job, send) -> None:
     built = builds.build(plan, Path(job.build_dir))
     send(("built", time.perf_counter() - started))
 
-    problem = _problem(job.problem_path)
+    problem = problem_at(job.problem_path)
     pool = Pool.load(job.pool)
     wanted = {key for key, *_ in job.entry_keys}
     entries = [e for e in pool.entries_for(problem) if e.key in wanted]
@@ -205,16 +206,6 @@ def _double(x: Any) -> Any:
     if isinstance(x, torch.Tensor) and x.is_floating_point():
         return x.double()
     return x
-
-
-def _problem(path: str):
-    from oracleaudit.problem import discover_problems
-
-    target = Path(path).resolve()
-    for problem in discover_problems(target.parent.parent):
-        if problem.path.resolve() == target:
-            return problem
-    raise FileNotFoundError(path)
 
 
 def _row(mutant_id, problem, entry, index, status, error_class, error_message, time_ms, repeat_equal, mode,

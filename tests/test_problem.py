@@ -157,3 +157,15 @@ def test_a_problem_that_fails_to_import_is_an_error_with_the_cause(tmp_path: Pat
     path.write_text("import torch\nraise ValueError('bad constant')\n")
     with pytest.raises(OracleAuditError, match=r"1_Broken.py: import failed: ValueError: bad constant"):
         load_problem_module(path)
+
+
+def test_a_problem_file_path_gives_back_its_problem_and_another_path_is_refused(tmp_path: Path) -> None:
+    from oracleaudit.problem import bundled_root, problem_at
+
+    problem = problem_at(bundled_root() / "level1" / "23_Softmax.py")
+    assert (problem.level, problem.id, problem.name) == (1, 23, "Softmax")
+    stray = tmp_path / "a" / "b.py"
+    stray.parent.mkdir()
+    stray.write_text("")
+    with pytest.raises(OracleAuditError):
+        problem_at(stray)
