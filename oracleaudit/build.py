@@ -84,7 +84,6 @@ def plan_build(solution: Path, mutants: Sequence[Mutant], call_args: dict[int, d
     variants = [Variant(0, None)] + [Variant(i + 1, m) for i, m in enumerate(mutants)]
     call_args = call_args or load_inline_arguments(solution)
     plan = BuildPlan(solution, variants)
-    digest = hashlib.sha256(solution.read_bytes()).hexdigest()[:10]
     for unit in units:
         args = call_args.get(unit.index)
         if args is None:
@@ -97,11 +96,13 @@ def plan_build(solution: Path, mutants: Sequence[Mutant], call_args: dict[int, d
         for number, chunk in enumerate(chunks):
             if chunk[0].mutant is not None:
                 chunk = [variants[0], *chunk]
-            name = f"oa_{digest}_{unit.index}_{number}"
-            extension = ExtensionPlan(unit, chunk, name, number)
-            extension.cuda_source = _cuda_source(unit, chunk)
-            extension.cpp_source = _cpp_source(args["cpp_sources"], args["functions"], chunk,
-                                               others if number == 0 else [])
+            cuda_source = _cuda_source(unit, chunk)
+            cpp_source = _cpp_source(args["cpp_sources"], args["functions"], chunk, others if number == 0 else [])
+            # Named by content: an extension is built once per machine (cache_root()/builds) whatever
+            # evidence folder or test asks for it, and two different extensions never share a name.
+            digest = hashlib.sha256(f"{cuda_source}\0{cpp_source}".encode()).hexdigest()[:16]
+            extension = ExtensionPlan(unit, chunk, f"oa_{digest}_{unit.index}_{number}", number)
+            extension.cuda_source, extension.cpp_source = cuda_source, cpp_source
             plan.extensions.append(extension)
     return plan
 

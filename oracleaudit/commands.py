@@ -134,6 +134,9 @@ def register_run(sub: argparse._SubParsersAction) -> None:
                         help="a mutant may take F × the original's time plus a floor (default: 10)")
     parser.add_argument("--per-solution", type=int, metavar="N",
                         help="run only the first N Pending mutants of each solution by id (a deterministic sample)")
+    parser.add_argument("--workers-per-gpu", type=int, default=1, metavar="K",
+                        help="worker processes sharing each GPU, each on its own solution (default: 1; more "
+                             "keeps the GPU busy while workers do host-side work)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(handler=_run_run)
 
@@ -144,7 +147,8 @@ def _run_run(args: argparse.Namespace) -> int:
 
     result = runner.run(args.mutants, args.out, pool=args.pool, gpus=args.gpus, backend=args.backend,
                         scheduler=args.scheduler, timeout_factor=args.timeout_factor,
-                        per_solution=args.per_solution, show_progress=not args.json)
+                        per_solution=args.per_solution, workers_per_gpu=args.workers_per_gpu,
+                        show_progress=not args.json)
     for line in result.errors:
         print(f"oracleaudit: {line}", file=sys.stderr)
     summary = result.summary()

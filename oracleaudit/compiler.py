@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from oracleaudit.cache import cache_root
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.tce import EMPTY_SIGNATURE, clone_signatures
 
@@ -51,8 +52,7 @@ class Outcome:
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("ORACLEAUDIT_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "oracleaudit")
-    return Path(root) / "compile"
+    return cache_root() / "compile"
 
 
 class Toolchain:

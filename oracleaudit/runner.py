@@ -7,9 +7,11 @@ with a deadline: while building, `BUILD_TIMEOUT_S`; for the original, `ORIGINAL_
 is killed and the variant is recorded as Timeout on every input; a worker that dies (illegal memory access
 or another sticky CUDA error ends its CUDA context, so the worker exits on purpose) has its variant recorded
 as RuntimeError. Either way a fresh worker takes the rest of the job; the extension build is cached in the
-evidence folder, so the restart does not recompile.
+cache folder, so the restart does not recompile.
 
-Backends: `local` runs one supervisor thread per GPU (joblib, threads) over a shared queue of jobs;
+Backends: `local` runs `workers_per_gpu` supervisor threads per GPU (joblib, threads) over a shared queue
+of jobs — several workers share one GPU when a job's host-side work (Python, input generation, evidence)
+leaves the GPU idle, which is the case for most single-operator problems;
 `dask` submits each job to a Dask distributed cluster as a task needing one `GPU` resource, and the client
 appends what comes back.
 """
@@ -86,11 +88,18 @@ def plan_jobs(mutants: list[Mutant], pool: str, build_root: Path, done: set[str]
         recorded += len(set(skip) - {REFERENCE})
         if len(skip) == len(group) + 2:
             continue
-        digest = group[0].source_sha256[:12]
         jobs.append(Job(solution=str(path), problem_path=str(problem_file),
                         mutants=tuple(_as_dict(m) for m in group), pool=pool, entry_keys=keys,
-                        build_dir=str(build_root / digest), device="cuda:0", skip_variants=skip))
+                        build_dir=str(build_root), device="cuda:0", skip_variants=skip))
     return jobs, errors, recorded
+
+
+def build_root() -> Path:
+    """Where extensions are built: the cache (`$ORACLEAUDIT_CACHE/builds`), shared by all runs on this
+    machine; an extension's folder is named by the hash of its sources."""
+    from oracleaudit.cache import cache_root
+
+    return (cache_root() / "builds").resolve()
 
 
 def _sha256(mutants_dir: Path) -> str:
@@ -112,8 +121,9 @@ class Supervisor:
     """Drives one worker subprocess on one GPU through jobs, restarting it after a crash or a timeout."""
 
     def __init__(self, gpu: int, on_rows: Callable[[str, list[dict]], None], timeout_factor: float,
-                 timeout_floor_s: float, log_dir: Path):
+                 timeout_floor_s: float, log_dir: Path, stop: threading.Event | None = None):
         self.gpu = gpu
+        self.stop = stop or threading.Event()
         self.on_rows = on_rows
         self.timeout_factor = timeout_factor
         self.timeout_floor_s = timeout_floor_s
@@ -152,6 +162,13 @@ class Supervisor:
     def close(self) -> None:
         self._stop(kill=False)
 
+    def interrupt(self) -> None:
+        """From another thread: kill the worker now; the supervising thread sees it die and, with `stop` set,
+        records nothing and returns."""
+        process = self.process
+        if process is not None:
+            process.kill()
+
     def run(self, job: Job) -> list[str]:
         """Run a job to the end; returns error lines (a job-level failure such as a failed build)."""
         from dataclasses import replace
@@ -161,7 +178,7 @@ class Supervisor:
         skip = set(job.skip_variants)
         original_s: float | None = None
         errors: list[str] = []
-        while True:
+        while not self.stop.is_set():
             if self.process is None:
                 self._start()
             self.conn.send(replace(job, skip_variants=tuple(sorted(skip))))
@@ -219,10 +236,11 @@ class Supervisor:
                     return errors
             if not restart:
                 return errors
+        return errors
 
     def _record_failure(self, job: Job, current: str | None, entries, status: str, error_class: str,
                         message: str) -> None:
-        if current is None:
+        if current is None or self.stop.is_set():  # a worker killed because the run stops records nothing
             return
         problem = problem_at(job.problem_path)
         rows = [{"mutant_id": current, "problem": problem.label, "input_id": key, "input_seed": seed,
@@ -234,7 +252,7 @@ class Supervisor:
 
 def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = None, backend: str = "local",
         scheduler: str | None = None, timeout_factor: float = 10.0, timeout_floor_s: float = 30.0,
-        per_solution: int | None = None, show_progress: bool = True) -> RunResult:
+        per_solution: int | None = None, workers_per_gpu: int = 1, show_progress: bool = True) -> RunResult:
     """Run every Pending mutant (and each solution's original) through the pool on the GPUs; append the
     observations to the evidence store at `out`. Safe to interrupt and run again."""
     from oracleaudit.progress import progress_bar
@@ -245,6 +263,8 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
         raise OracleAuditError(f"--per-solution must be ≥ 1, got {per_solution}")
     if timeout_factor <= 0:
         raise OracleAuditError(f"--timeout-factor must be > 0, got {timeout_factor}")
+    if workers_per_gpu < 1:
+        raise OracleAuditError(f"--workers-per-gpu must be ≥ 1, got {workers_per_gpu}")
     if backend not in ("local", "dask"):
         raise OracleAuditError(f"--backend must be local or dask, got {backend!r}")
     if backend == "dask" and not scheduler:
@@ -255,7 +275,7 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
     store = EvidenceStore(out).open_or_create({"pool": pool, "mutants_sha256": _sha256(mutants_dir)})
     # A variant's rows are appended in one part, so any committed row means the whole variant is recorded.
     done = {f"{problem}::{mutant}" for problem, mutant, _ in store.done_keys()}
-    jobs, errors, recorded = plan_jobs(mutants, pool, out / "builds", done, per_solution)
+    jobs, errors, recorded = plan_jobs(mutants, pool, build_root(), done, per_solution)
     result = RunResult(solutions=len(jobs), errors=errors, skipped=recorded)
     if not jobs:
         result.wall_s = time.perf_counter() - started
@@ -274,39 +294,47 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
                     advance(1)
 
         if backend == "local":
-            result.build_s += prebuild(jobs)
-            _run_local(jobs, gpus, on_rows, timeout_factor, timeout_floor_s, out, result)
+            _run_local(jobs, gpus, workers_per_gpu, on_rows, timeout_factor, timeout_floor_s, out, result)
         else:
             _run_dask(jobs, scheduler, on_rows, timeout_factor, timeout_floor_s, out, result)
     result.wall_s = time.perf_counter() - started
     return result
 
 
-def _prebuild_one(job: Job) -> str | None:
-    """Compile a job's extensions (CPU work) so the GPU worker finds them built; returns an error line."""
+def _prebuild_one(job: Job) -> tuple[str | None, float]:
+    """Compile a job's extensions (CPU work) so the GPU worker finds them built; returns an error line (the
+    worker meets the same failure and reports it for the job) and the seconds spent."""
     from oracleaudit import build as builds
     from oracleaudit.mutant import Mutant
 
+    started = time.perf_counter()
     try:
         plan = builds.plan_build(Path(job.solution), [Mutant(**m) for m in job.mutants])
         builds.build(plan, Path(job.build_dir))
-        return None
-    except Exception as err:  # the worker meets the same failure and reports it for the job
-        return f"{job.solution}: prebuild failed ({type(err).__name__})"
+        return None, time.perf_counter() - started
+    except Exception as err:
+        return f"{job.solution}: prebuild failed ({type(err).__name__})", time.perf_counter() - started
 
 
-def prebuild(jobs: list[Job], processes: int | None = None) -> float:
-    """Build every job's extensions in parallel processes before the GPU work starts: builds are
-    CPU-bound (nvcc), runs GPU-bound, so one GPU never waits on one build at a time. Returns seconds."""
+def prebuild_in_order(jobs: list[Job], ready: Callable[[Job, float], None], processes: int | None = None) -> None:
+    """Build every job's extensions in parallel processes, calling `ready(job, seconds)` as each finishes, so
+    GPU workers start on the first built solution while the CPU cores build the rest (builds are CPU-bound,
+    runs mostly GPU-bound)."""
     import concurrent.futures
     import os
 
-    started = time.perf_counter()
+    if not jobs:
+        return
     processes = processes or max(1, (os.cpu_count() or 2) // 2)
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(max_workers=min(processes, len(jobs)), mp_context=context) as pool:
-        list(pool.map(_prebuild_one, jobs))
-    return time.perf_counter() - started
+        futures = {pool.submit(_prebuild_one, job): job for job in jobs}
+        for future in concurrent.futures.as_completed(futures):
+            try:
+                _, seconds = future.result()
+            except Exception:  # a crashed build process: the worker builds (and reports) it itself
+                seconds = 0.0
+            ready(futures[future], seconds)
 
 
 def _require_gpus(gpus: int | None) -> int:
@@ -321,29 +349,66 @@ def _require_gpus(gpus: int | None) -> int:
     return count
 
 
-def _run_local(jobs, gpus, on_rows, timeout_factor, timeout_floor_s, out, result) -> None:
+def _run_local(jobs, gpus, workers_per_gpu, on_rows, timeout_factor, timeout_floor_s, out, result) -> None:
     from joblib import Parallel, delayed
 
     count = _require_gpus(gpus)
+    slots = count * workers_per_gpu
     work: queue.Queue = queue.Queue()
-    for job in jobs:
+
+    queued: set[int] = set()
+
+    def ready(job: Job, seconds: float) -> None:
+        result.build_s += seconds
+        queued.add(id(job))
         work.put(job)
 
-    def drive(gpu: int) -> tuple[list[str], Supervisor]:
-        supervisor = Supervisor(gpu, on_rows, timeout_factor, timeout_floor_s, out / "logs")
+    def feed() -> None:
+        try:
+            prebuild_in_order(jobs, ready)
+        except Exception:  # no process pool (e.g. out of memory): the workers build the rest themselves
+            for job in jobs:
+                if id(job) not in queued:
+                    work.put(job)
+        finally:
+            for _ in range(slots):
+                work.put(None)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    stop = threading.Event()
+    supervisors = [Supervisor(slot % count, on_rows, timeout_factor, timeout_floor_s, out / "logs", stop)
+                   for slot in range(slots)]
+
+    def drive(supervisor: Supervisor) -> list[str]:
         errors = []
         try:
-            while True:
-                try:
-                    job = work.get_nowait()
-                except queue.Empty:
-                    return errors, supervisor
+            while not stop.is_set() and (job := work.get()) is not None:
                 errors += supervisor.run(job)
+            return errors
         finally:
             supervisor.close()
 
-    for errors, supervisor in Parallel(n_jobs=count, prefer="threads")(delayed(drive)(g) for g in range(count)):
+    outcome: list = []
+    driver = threading.Thread(target=lambda: outcome.extend(
+        Parallel(n_jobs=slots, prefer="threads")(delayed(drive)(s) for s in supervisors)), daemon=True)
+    driver.start()
+    try:
+        while driver.is_alive():
+            driver.join(0.5)
+    except KeyboardInterrupt:
+        # Stop: no new variant starts, the variant in flight is dropped (it was never committed, so the
+        # next run does it again), nothing is recorded for workers killed here.
+        stop.set()
+        for supervisor in supervisors:
+            supervisor.interrupt()
+        for _ in range(slots):
+            work.put(None)
+        driver.join(30)
+        raise
+    for errors in outcome:
         result.errors += errors
+    for supervisor in supervisors:
         result.build_s += supervisor.build_s
         result.exec_s += supervisor.exec_s
         result.evidence_s += supervisor.evidence_s
@@ -355,7 +420,7 @@ def _run_dask(jobs, scheduler, on_rows, timeout_factor, timeout_floor_s, out, re
     except ImportError:
         raise OracleAuditError("--backend dask needs the optional extra: pip install 'oracleaudit[dask]'") from None
     client = Client(scheduler)
-    futures = [client.submit(_remote_job, job, timeout_factor, timeout_floor_s, str(out / "builds"),
+    futures = [client.submit(_remote_job, job, timeout_factor, timeout_floor_s, str((out / "logs").resolve()),
                              resources={"GPU": 1}, pure=False) for job in jobs]
     for future in as_completed(futures):
         batches, errors, times = future.result()
@@ -367,11 +432,16 @@ def _run_dask(jobs, scheduler, on_rows, timeout_factor, timeout_floor_s, out, re
         result.evidence_s += times[2]
 
 
-def _remote_job(job: Job, timeout_factor: float, timeout_floor_s: float, build_root: str):
-    """A job on a Dask worker: supervise a local GPU worker and return the rows (appended by the client)."""
+def _remote_job(job: Job, timeout_factor: float, timeout_floor_s: float, log_dir: str):
+    """A job on a Dask worker: supervise a local GPU worker and return the rows (appended by the client).
+    Paths in the job are as the client sees them: the workers need the same files (a shared file system).
+    The GPU worker is a child process, which a daemonic Dask worker may not have."""
+    if multiprocessing.current_process().daemon:
+        raise OracleAuditError("this Dask worker is a daemonic process and cannot start the GPU worker: start "
+                               "Dask workers with DASK_DISTRIBUTED__WORKER__DAEMON=False")
     batches: list[tuple[str, list[dict]]] = []
     supervisor = Supervisor(0, lambda key, rows: batches.append((key, rows)), timeout_factor, timeout_floor_s,
-                            Path(build_root))
+                            Path(log_dir))
     try:
         errors = supervisor.run(job)
     finally:

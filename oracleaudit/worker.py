@@ -224,7 +224,11 @@ def _row(mutant_id, problem, entry, index, status, error_class, error_message, t
 
 
 def main(conn, gpu: str) -> None:
-    """Worker process entry point: take jobs from the pipe until None arrives."""
+    """Worker process entry point: take jobs from the pipe until None arrives. Ctrl-C is the parent's to
+    handle: a worker dying of it would be recorded as the current mutant's crash."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.setdefault("MAX_JOBS", str(max(1, (os.cpu_count() or 2) // 2)))
     while True:
         job = conn.recv()

@@ -102,3 +102,86 @@ def test_the_namespace_cloned_original_gives_bitwise_the_outputs_of_a_plain_buil
         torch.manual_seed(seed)
         x = torch.randn(100_003, device="cuda")
         assert torch.equal(cloned(x), plain(x))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGKILL"])
+def test_a_run_stopped_midway_and_started_again_ends_with_the_evidence_of_an_uninterrupted_run(
+        evidence, tmp_path, signal_name) -> None:
+    """SIGINT is Ctrl-C (the runner stops its workers and records nothing for the variant in flight);
+    SIGKILL of every process of the run is a lost machine."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root, *_, uninterrupted = evidence
+    shutil.copytree(DATA, tmp_path, dirs_exist_ok=True)
+    mutants = make_mutants(tmp_path)
+    command = [sys.executable, "-m", "oracleaudit", "run", "--mutants", "mutants",
+               "--out", "evidence", "--pool", "tiny_pool.toml", "--json"]
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parents[1]),
+                                                                            os.environ.get("PYTHONPATH")]))}
+    process = subprocess.Popen(command, cwd=tmp_path, env=environment, start_new_session=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    manifest = tmp_path / "evidence" / "manifest.json"
+    deadline = time.monotonic() + 600
+    # Kill the whole process group (runner and GPU worker) once the references and the original are committed:
+    # the hang mutant keeps the run going for its 30 s timeout floor, so this lands mid-run.
+    while time.monotonic() < deadline and process.poll() is None:
+        if manifest.is_file() and len(json.loads(manifest.read_text())["parts"]) >= 2:
+            break
+        time.sleep(0.05)
+    assert process.poll() is None, "the run ended before it could be killed"
+    os.killpg(process.pid, getattr(signal, signal_name))
+    assert process.wait(timeout=120) != 0
+    partial = EvidenceStore(tmp_path / "evidence").open().read()
+    assert 0 < partial.mutant_id.nunique() < len(EDITS) + 2
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        resumed = runner.run(Path("mutants"), Path("evidence"), pool="tiny_pool.toml", gpus=1,
+                             timeout_floor_s=15.0, show_progress=False)
+    assert resumed.errors == [] and resumed.skipped >= 1
+    final = EvidenceStore(tmp_path / "evidence").open().read()
+    volatile = ["time_ms", "error_message"]  # wall-clock measurements, and timeouts quote them
+    keys = ["problem", "mutant_id", "input_id", "output_index"]
+    expected = uninterrupted.drop(columns=volatile).sort_values(keys).reset_index(drop=True)
+    got = final.drop(columns=volatile).sort_values(keys).reset_index(drop=True)
+    assert set(got.mutant_id) == {"reference", "original", *(m.id for m in mutants.values())}
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(got, expected)
+
+
+@pytest.mark.gpu
+def test_the_dask_backend_records_what_the_local_backend_records(evidence, tmp_path) -> None:
+    """A local Dask cluster with one worker holding a `GPU` resource runs the same mutants (a crash among them,
+    which restarts the GPU worker inside the Dask worker) and yields the same observations."""
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    root, *_, uninterrupted = evidence
+    shutil.copytree(DATA, tmp_path, dirs_exist_ok=True)
+    mutants = make_mutants(tmp_path)
+    chosen = [mutants["wrong_constant"], mutants["illegal_address"]]
+    write_mutants(tmp_path / "mutants", chosen, {SOLUTION: (tmp_path / SOLUTION).read_text()})
+    with dask.config.set({"distributed.worker.daemon": False}), \
+            distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, resources={"GPU": 1},
+                                     dashboard_address=None) as cluster, \
+            pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        result = runner.run(Path("mutants"), Path("evidence"), pool=str(root / "tiny_pool.toml"), backend="dask",
+                            scheduler=cluster.scheduler_address, show_progress=False)
+    assert result.errors == [] and result.variants == 3  # the original and two mutants
+    rows = EvidenceStore(tmp_path / "evidence").open().read()
+    keys = ["problem", "mutant_id", "input_id", "output_index"]
+    wanted = {"reference", "original", *(m.id for m in chosen)}
+    expected = uninterrupted[uninterrupted.mutant_id.isin(wanted)]
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(
+        rows.drop(columns=["time_ms", "error_message"]).sort_values(keys).reset_index(drop=True),
+        expected.drop(columns=["time_ms", "error_message"]).sort_values(keys).reset_index(drop=True))

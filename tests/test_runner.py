@@ -76,6 +76,7 @@ def test_run_without_a_gpu_says_so_in_one_line(workdir: Path) -> None:
     ({"backend": "slurm"}, "--backend must be local or dask"),
     ({"backend": "dask"}, "--backend dask needs --scheduler"),
     ({"per_solution": 0}, "--per-solution must be ≥ 1"),
+    ({"workers_per_gpu": 0}, "--workers-per-gpu must be ≥ 1"),
 ])
 def test_bad_run_options_are_refused_naming_the_flag(workdir: Path, kwargs: dict, message: str) -> None:
     with pytest.raises(OracleAuditError, match=message):
