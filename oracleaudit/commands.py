@@ -165,12 +165,18 @@ def _run_run(args: argparse.Namespace) -> int:
 
 
 def _evidence_paths(args: argparse.Namespace) -> tuple[Path, Path]:
-    """--evidence and --mutants; without --evidence, the bundled kill_matrix/ (not produced yet)."""
+    """--evidence and --mutants; without --evidence, the bundled evidence (kill_matrix/evidence and
+    kill_matrix/mutants, described in kill_matrix/README.md)."""
     from oracleaudit.errors import OracleAuditError
+    from oracleaudit.shipped import shipped_dir
 
     if args.evidence is None:
-        raise OracleAuditError("no bundled evidence exists yet (kill_matrix/ is empty until the run stage has "
-                               "produced it on a GPU); pass --evidence DIR --mutants DIR")
+        try:
+            bundled = shipped_dir("kill_matrix")
+        except FileNotFoundError:
+            raise OracleAuditError("this installation has no bundled evidence (kill_matrix/); pass --evidence DIR "
+                                   "--mutants DIR") from None
+        return bundled / "evidence", args.mutants or bundled / "mutants"
     if args.mutants is None:
         raise OracleAuditError("--mutants DIR is required with --evidence (the folder with mutants.jsonl)")
     return args.evidence, args.mutants

@@ -316,25 +316,34 @@ def _prebuild_one(job: Job) -> tuple[str | None, float]:
         return f"{job.solution}: prebuild failed ({type(err).__name__})", time.perf_counter() - started
 
 
-def prebuild_in_order(jobs: list[Job], ready: Callable[[Job, float], None], processes: int | None = None) -> None:
+def _ignore_sigint() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def prebuild_in_order(jobs: list[Job], ready: Callable[[Job, float], None], stop: threading.Event,
+                      processes: int | None = None) -> None:
     """Build every job's extensions in parallel processes, calling `ready(job, seconds)` as each finishes, so
     GPU workers start on the first built solution while the CPU cores build the rest (builds are CPU-bound,
-    runs mostly GPU-bound)."""
-    import concurrent.futures
+    runs mostly GPU-bound). The build processes ignore Ctrl-C; the pool is terminated when `stop` is set."""
     import os
 
     if not jobs:
         return
     processes = processes or max(1, (os.cpu_count() or 2) // 2)
     context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(max_workers=min(processes, len(jobs)), mp_context=context) as pool:
-        futures = {pool.submit(_prebuild_one, job): job for job in jobs}
-        for future in concurrent.futures.as_completed(futures):
-            try:
-                _, seconds = future.result()
-            except Exception:  # a crashed build process: the worker builds (and reports) it itself
-                seconds = 0.0
-            ready(futures[future], seconds)
+    with context.Pool(min(processes, len(jobs)), initializer=_ignore_sigint) as pool:
+        pending = [pool.apply_async(_prebuild_one, (job,)) for job in jobs]
+        waiting = dict(enumerate(pending))
+        while waiting and not stop.is_set():
+            for index in [i for i, result in waiting.items() if result.ready()]:
+                try:
+                    _, seconds = waiting.pop(index).get()
+                except Exception:  # a crashed build process: the worker builds (and reports) it itself
+                    seconds = 0.0
+                ready(jobs[index], seconds)
+            time.sleep(0.2)
 
 
 def _require_gpus(gpus: int | None) -> int:
@@ -365,7 +374,7 @@ def _run_local(jobs, gpus, workers_per_gpu, on_rows, timeout_factor, timeout_flo
 
     def feed() -> None:
         try:
-            prebuild_in_order(jobs, ready)
+            prebuild_in_order(jobs, ready, stop)
         except Exception:  # no process pool (e.g. out of memory): the workers build the rest themselves
             for job in jobs:
                 if id(job) not in queued:
@@ -374,9 +383,9 @@ def _run_local(jobs, gpus, workers_per_gpu, on_rows, timeout_factor, timeout_flo
             for _ in range(slots):
                 work.put(None)
 
+    stop = threading.Event()
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
-    stop = threading.Event()
     supervisors = [Supervisor(slot % count, on_rows, timeout_factor, timeout_floor_s, out / "logs", stop)
                    for slot in range(slots)]
 
