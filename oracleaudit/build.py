@@ -166,7 +166,7 @@ def _cpp_source(cpp: str, functions: list[str], variants: list[Variant], shared:
     includes = "\n".join(dict.fromkeys(line.strip() for line in _INCLUDE.findall(cpp)))
     parts = [includes]
     for variant in variants:
-        parts.append(f"namespace oa_v{variant.index}_ {{\n{body}\n}}")
+        parts.append(f"namespace oa_v{variant.index}_ {{\n{body}\n}}  // namespace oa_v{variant.index}_")
     parts.append("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {")
     for variant in variants:
         for function in functions:
@@ -210,6 +210,58 @@ def build(plan: BuildPlan, build_dir: Path, extra_cuda_cflags: Sequence[str] = (
                                             cuda_sources=extension.cuda_source, functions=None,
                                             build_directory=str(directory), verbose=verbose, **kwargs)
     return built
+
+
+_NVCC_ERROR = re.compile(r"cuda\.cu\((\d+)\): error: (.*)")
+_GCC_ERROR = re.compile(r"main\.cpp:(\d+):\d+: error: (.*)")
+_NAMESPACE_OPEN = re.compile(r"^namespace oa_v(\d+)_ \{")
+
+
+def build_isolating(solution: Path, mutants: Sequence[Mutant], build_dir: Path,
+                    ) -> tuple[BuildPlan, dict[str, Any], dict[str, str]]:
+    """Build the plan of `solution` and `mutants`; a mutant whose clone does not compile with torch's own
+    flags (the mutate stage's check is close to them, not identical) is dropped and the rest rebuilt.
+    Returns the plan, the built extensions and {mutant id: first compiler error} of the dropped ones. The
+    original failing to build, or an error that names no mutant's clone, is raised."""
+    dropped: dict[str, str] = {}
+    while True:
+        plan = plan_build(solution, [m for m in mutants if m.id not in dropped])
+        try:
+            return plan, build(plan, build_dir), dropped
+        except RuntimeError as err:
+            culprits = _culprits(plan, build_dir, str(err))
+            if not culprits:
+                raise
+            dropped.update(culprits)
+
+
+def _culprits(plan: BuildPlan, build_dir: Path, message: str) -> dict[str, str]:
+    """The mutants whose namespace holds the lines a failed build's errors point at (in the source files
+    load_inline wrote), with the first error of each; empty if an error is outside every mutant's clone."""
+    culprits: dict[str, str] = {}
+    for extension in plan.extensions:
+        if f"'{extension.name}'" not in message:
+            continue
+        by_index = {v.index: v for v in extension.variants}
+        for file_name, pattern in (("cuda.cu", _NVCC_ERROR), ("main.cpp", _GCC_ERROR)):
+            errors = [(int(m.group(1)), m.group(2).strip()) for m in pattern.finditer(message)]
+            path = build_dir / extension.name / file_name
+            if not errors or not path.is_file():
+                continue
+            owner, current = {}, None
+            for number, line in enumerate(path.read_text().splitlines(), start=1):
+                opened = _NAMESPACE_OPEN.match(line)
+                if opened:
+                    current = int(opened.group(1))
+                elif line.startswith("}  // namespace oa_v") or line.startswith("PYBIND11_MODULE("):
+                    current = None
+                owner[number] = current
+            for line, text in errors:
+                variant = by_index.get(owner.get(line))
+                if variant is None or variant.mutant is None:
+                    return {}
+                culprits.setdefault(variant.mutant.id, f"{file_name}:{line}: {text}")
+    return culprits
 
 
 def load_variant(plan: BuildPlan, built: dict[str, Any], variant: Variant) -> types.ModuleType:

@@ -79,10 +79,18 @@ class Toolchain:
         includes = [f"-I{p}" for p in cpp_extension.include_paths()] + ["-I" + sysconfig.get_paths()["include"]]
         return [std, "-DTORCH_EXTENSION_NAME=oracleaudit_check", "-DTORCH_API_INCLUDE_EXTENSION_H", *includes]
 
+    @cached_property
+    def torch_flags(self) -> list[str]:
+        """The flags torch's `load_inline` gives nvcc (no implicit half/bfloat16 conversions, relaxed
+        constexpr): a mutant that compiles only without them would fail to build in the run stage."""
+        from torch.utils import cpp_extension
+
+        return list(cpp_extension.COMMON_NVCC_FLAGS)
+
     def flags(self, mode: str) -> list[str]:
         if mode == DEVICE:
-            return ["-cubin", f"-arch={ARCH}", "-O3", "-std=c++17", "-w"]
-        return ["-cuda", f"-arch={ARCH}", "-w", *self.host_flags]
+            return ["-cubin", f"-arch={ARCH}", "-O3", "-std=c++17", "-w", *self.torch_flags]
+        return ["-cuda", f"-arch={ARCH}", "-w", *self.torch_flags, *self.host_flags]
 
     def compile(self, text: str, mode: str) -> tuple[int, str, dict[int, str]]:
         """Compile a batch; return (exit code, diagnostics, clone signatures). Cached by content hash."""

@@ -309,8 +309,7 @@ def _prebuild_one(job: Job) -> tuple[str | None, float]:
 
     started = time.perf_counter()
     try:
-        plan = builds.plan_build(Path(job.solution), [Mutant(**m) for m in job.mutants])
-        builds.build(plan, Path(job.build_dir))
+        builds.build_isolating(Path(job.solution), [Mutant(**m) for m in job.mutants], Path(job.build_dir))
         return None, time.perf_counter() - started
     except Exception as err:
         return f"{job.solution}: prebuild failed ({type(err).__name__})", time.perf_counter() - started

@@ -55,7 +55,7 @@ from oracleaudit.errors import OracleAuditError
 from oracleaudit.evidence import ErrorEvidence, grid_key
 from oracleaudit.mutant import DIFFS_DIR, PENDING, read_mutants, write_atomic
 from oracleaudit.oracle import MATH_MODES, Oracle, Rule, Stage
-from oracleaudit.store import OK, ORIGINAL, REFERENCE, EvidenceStore
+from oracleaudit.store import BUILD_ERROR, OK, ORIGINAL, REFERENCE, EvidenceStore
 from oracleaudit.witness import Margin, required_tolerance, witness
 
 __all__ = [
@@ -304,6 +304,10 @@ class Audit:
         joined = table.merge(units, on=["problem", "mutant_id"], how="left")
         excluded["not_run"] = int(joined["unit"].isna().sum())
         joined = joined[joined["unit"].notna()].astype({"unit": np.int64})
+        # A clone that did not compile with torch's flags in the run stage is no valid mutant.
+        unbuilt = set(frame.loc[frame["status"] == BUILD_ERROR, "unit"])
+        excluded["build_error"] = int(joined["unit"].isin(unbuilt).sum())
+        joined = joined[~joined["unit"].isin(unbuilt)]
         stored = set(units.loc[~units["mutant_id"].isin([ORIGINAL, REFERENCE]), "mutant_id"])
         excluded["unknown_in_store"] = len(stored - set(joined["mutant_id"]))
         if joined.empty:

@@ -47,6 +47,7 @@ from oracleaudit.evidence import arrow_fields
 from oracleaudit.mutant import write_atomic
 
 __all__ = [
+    "BUILD_ERROR",
     "DTYPE_MISMATCH",
     "EvidenceStore",
     "KEY_COLUMNS",
@@ -76,7 +77,8 @@ TIMEOUT = "Timeout"
 SHAPE_MISMATCH = "ShapeMismatch"
 DTYPE_MISMATCH = "DtypeMismatch"
 OOM = "OOM"
-STATUSES = (OK, RUNTIME_ERROR, TIMEOUT, SHAPE_MISMATCH, DTYPE_MISMATCH, OOM)
+BUILD_ERROR = "BuildError"  # the mutant's clone does not compile with torch's flags: not a valid mutant
+STATUSES = (OK, RUNTIME_ERROR, TIMEOUT, SHAPE_MISMATCH, DTYPE_MISMATCH, OOM, BUILD_ERROR)
 
 ORIGINAL = "original"
 REFERENCE = "reference"

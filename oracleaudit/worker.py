@@ -97,8 +97,7 @@ def run_job(job: Job, send) -> None:
     torch.cuda.set_device(torch.device(device))
     mutants = [Mutant(**m) for m in job.mutants]
     started = time.perf_counter()
-    plan = builds.plan_build(Path(job.solution), mutants)
-    built = builds.build(plan, Path(job.build_dir))
+    plan, built, unbuildable = builds.build_isolating(Path(job.solution), mutants, Path(job.build_dir))
     send(("built", time.perf_counter() - started))
 
     problem = problem_at(job.problem_path)
@@ -128,6 +127,11 @@ def run_job(job: Job, send) -> None:
     if rows:
         send(("rows", REFERENCE, rows))
 
+    for key, message in unbuildable.items():
+        if key not in job.skip_variants:
+            send(("variant", key))
+            send(("rows", key, [_row(key, problem, entry, 0, "BuildError", "BuildError", message, None, None, mode,
+                                     None, None) for entry, *_ in cases]))
     variants = [v for v in plan.variants if v.key not in set(job.skip_variants)]
     exec_s = evidence_s = 0.0
     for variant in variants:
