@@ -592,11 +592,6 @@ def test_score_out_writes_the_kill_matrix_scores_and_escaped_lists(designed, cap
     assert pq.read_metadata(out / KILL_MATRIX_FILE).schema.to_arrow_schema().metadata[b"oracleaudit.schema_version"] == b"1"
 
 
-def test_score_without_evidence_says_no_bundled_evidence_exists_yet(capsys) -> None:
-    assert main(["score", "--oracle", "kernelbench"]) == 2
-    assert "no bundled evidence exists yet" in capsys.readouterr().err
-
-
 @pytest.mark.parametrize("analysis,keys", [
     ("tolerance-curve", {"tolerances", "detection", "by_family"}), ("blind-band", {"escaped", "by_size"}),
     ("ceiling", {"families", "tolerance"}), ("unrefereeable", {"problems"}), ("scale", {"by_level"}),
