@@ -178,6 +178,7 @@ class Supervisor:
         skip = set(job.skip_variants)
         original_s: float | None = None
         errors: list[str] = []
+        retried = False
         while not self.stop.is_set():
             if self.process is None:
                 self._start()
@@ -232,6 +233,11 @@ class Supervisor:
                     self.evidence_s += message[1]["evidence_s"]
                     return errors
                 elif kind == "error":
+                    if len(message) > 2 and not message[2]:  # the worker's CUDA context died: fresh worker
+                        self._stop(kill=True)
+                        if not retried:  # the job may have failed only because of that context: once more
+                            retried = restart = True
+                            continue
                     errors.append(f"{job.solution}: {message[1]}")
                     return errors
             if not restart:

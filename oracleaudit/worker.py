@@ -5,15 +5,20 @@ input, output tensor).
 Protocol (a `multiprocessing` pipe; the worker is started with the spawn method so CUDA starts fresh):
   parent → worker: a `Job`
   worker → parent: ("built", seconds) · ("variant", key) before each variant · ("rows", key, rows) after it
-                   · ("done", None) · ("fatal", key, message) just before exiting on a sticky CUDA error.
+                   · ("done", times) · ("fatal", key, message) just before exiting on a sticky CUDA error
+                   · ("error", message, context_alive) when the job fails as a whole (then, if the CUDA
+                   context is dead, the worker exits: it would fail every later job).
 The parent (runner.py) turns a silent worker into a Timeout and a dead one into a RuntimeError for the
-variant it was running, and starts a new worker for the rest.
+variant it was running, and starts a new worker for the rest. After each variant the worker checks that the
+inputs and references it keeps are bitwise unchanged (a mutant's stray writes can reach them) and makes
+them again if not.
 """
 
 from __future__ import annotations
 
 import copy
 import os
+import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -105,20 +110,8 @@ def run_job(job: Job, send) -> None:
     wanted = {key for key, *_ in job.entry_keys}
     entries = [e for e in pool.entries_for(problem) if e.key in wanted]
     mode = math_mode(torch.cuda.get_device_name(torch.device(device)))
-    cases = []
-    for entry in entries:
-        module = entry.load_problem(problem)
-        inputs = entry.make_inputs(module, device)
-        torch.manual_seed(WEIGHT_SEED)
-        init = entry_init(module, device)
-        torch.manual_seed(WEIGHT_SEED)
-        model = module.Model(*init).to(device).eval()
-        model64 = copy.deepcopy(model).double()
-        with torch.no_grad():
-            ref32 = [t.detach() for t in _tensors(model(*inputs))]
-            ref64 = [t.detach() for t in _tensors(model64(*[_double(x) for x in inputs]))]
-        torch.cuda.synchronize()
-        cases.append((entry, module, init, model, inputs, ref32, ref64))
+    cases = _cases(entries, problem, device)
+    prints = [_fingerprint(case) for case in cases]
     rows = []
     for entry, _, _, _, _, ref32, ref64 in cases if REFERENCE not in job.skip_variants else ():
         for index, (r32, r64) in enumerate(zip(ref32, ref64)):
@@ -160,6 +153,11 @@ def run_job(job: Job, send) -> None:
                     model(*inputs)  # kernel → reference → kernel: exposes reuse of stale buffers
                     second = [t.detach() for t in _tensors(model_new(*inputs))]
                     torch.cuda.synchronize()
+                exec_s += time.perf_counter() - executing
+                measuring = time.perf_counter()
+                # A fault can also surface here (asynchronous errors, corrupted outputs): still this variant's.
+                rows.extend(_observe(variant.key, problem, entry, mode, elapsed, first, second, ref32, ref64))
+                evidence_s += time.perf_counter() - measuring
             except Exception as err:
                 traceback.print_exc()
                 status = _status_of(err)
@@ -169,27 +167,73 @@ def run_job(job: Job, send) -> None:
                     send(("rows", variant.key, rows))
                     send(("fatal", variant.key, f"{type(err).__name__}: {_first_line(err)}"))
                     os._exit(3)
-                continue
-            exec_s += time.perf_counter() - executing
-            measuring = time.perf_counter()
-            if len(first) != len(ref32):
-                rows.append(_row(variant.key, problem, entry, 0, "ShapeMismatch", None,
-                                 f"{len(first)} outputs, reference has {len(ref32)}", elapsed, None, mode, None,
-                                 None))
-                continue
-            for index, (out, again, r32, r64) in enumerate(zip(first, second, ref32, ref64)):
-                status = "Ok"
-                if out.shape != r32.shape:
-                    status = "ShapeMismatch"
-                elif out.dtype != r32.dtype:
-                    status = "DtypeMismatch"
-                same = out.shape == again.shape and out.dtype == again.dtype and bool(
-                    torch.equal(_bits(out), _bits(again)))
-                rows.append(_row(variant.key, problem, entry, index, status, None, None, elapsed, same, mode,
-                                 measure(out, r32), measure(out, r64)))
-            evidence_s += time.perf_counter() - measuring
+        # Out-of-bounds writes of a mutant can land in the inputs or references kept for the next variants:
+        # if any changed, make them again (deterministically) rather than judge the next variant on them.
+        if any(not torch.equal(_fingerprint(case), before) for case, before in zip(cases, prints)):
+            print(f"oracleaudit worker: {variant.key} changed inputs or references; recomputing them",
+                  file=sys.stderr)
+            cases = _cases(entries, problem, device)
+            prints = [_fingerprint(case) for case in cases]
         send(("rows", variant.key, rows))
     send(("done", {"exec_s": exec_s, "evidence_s": evidence_s}))
+
+
+def _cases(entries, problem, device: str) -> list[tuple]:
+    """Per pool entry: (entry, problem module, init args, fp32 Model, inputs, fp32 outputs, fp64 outputs),
+    the Model built after the same seed as KernelBench builds both models with."""
+    import torch
+
+    cases = []
+    for entry in entries:
+        module = entry.load_problem(problem)
+        inputs = entry.make_inputs(module, device)
+        torch.manual_seed(WEIGHT_SEED)
+        init = entry_init(module, device)
+        torch.manual_seed(WEIGHT_SEED)
+        model = module.Model(*init).to(device).eval()
+        model64 = copy.deepcopy(model).double()
+        with torch.no_grad():
+            ref32 = [t.detach() for t in _tensors(model(*inputs))]
+            ref64 = [t.detach() for t in _tensors(model64(*[_double(x) for x in inputs]))]
+        torch.cuda.synchronize()
+        cases.append((entry, module, init, model, inputs, ref32, ref64))
+    return cases
+
+
+def _fingerprint(case: tuple):
+    """A position-weighted checksum of every byte of a case's inputs, init tensors and reference outputs."""
+    import torch
+
+    _, _, init, _, inputs, ref32, ref64 = case
+    sums = []
+    for t in [*inputs, *init, *ref32, *ref64]:
+        if isinstance(t, torch.Tensor) and t.numel():
+            b = _bits(t.detach()).to(torch.int64)
+            weights = torch.arange(b.numel(), device=b.device, dtype=torch.int64) % 65521 + 1
+            sums.append((b * weights).sum())
+    return torch.stack(sums).cpu() if sums else torch.zeros(0, dtype=torch.int64)
+
+
+def _observe(key, problem, entry, mode, elapsed, first, second, ref32, ref64) -> list[dict]:
+    """The rows of one variant on one input: status, bitwise repeat, evidence against both references."""
+    import torch
+
+    from oracleaudit.evidence import measure
+
+    if len(first) != len(ref32):
+        return [_row(key, problem, entry, 0, "ShapeMismatch", None, f"{len(first)} outputs, reference has "
+                     f"{len(ref32)}", elapsed, None, mode, None, None)]
+    rows = []
+    for index, (out, again, r32, r64) in enumerate(zip(first, second, ref32, ref64)):
+        status = "Ok"
+        if out.shape != r32.shape:
+            status = "ShapeMismatch"
+        elif out.dtype != r32.dtype:
+            status = "DtypeMismatch"
+        same = out.shape == again.shape and out.dtype == again.dtype and bool(torch.equal(_bits(out), _bits(again)))
+        rows.append(_row(key, problem, entry, index, status, None, None, elapsed, same, mode, measure(out, r32),
+                         measure(out, r64)))
+    return rows
 
 
 def _bits(t):
@@ -242,4 +286,7 @@ def main(conn, gpu: str) -> None:
             run_job(job, conn.send)
         except Exception as err:
             traceback.print_exc()
-            conn.send(("error", f"{type(err).__name__}: {_first_line(err)}"))
+            alive = _context_alive()
+            conn.send(("error", f"{type(err).__name__}: {_first_line(err)}", alive))
+            if not alive:  # a dead CUDA context fails every later job: let the supervisor start a fresh worker
+                os._exit(3)
