@@ -212,7 +212,8 @@ def aggressiveness(audit: Audit, oracle: Oracle, tolerance: float | None = None)
 
 def unrefereeable(audit: Audit, oracle: Oracle) -> dict[str, Any]:
     """Problems whose fp32 reference fails the oracle's own rule against the fp64 reference on the oracle's
-    own inputs (the reference rows' fp64 evidence)."""
+    own inputs (the reference rows' fp64 evidence). `cause` says whether non-finite values (an fp32 overflow
+    or a NaN reference, which no kernel can match) or the error over finite elements made it fail."""
     if oracle.reference.precision == "fp64":
         return {"oracle": oracle.name, "problems": [], "note": "the oracle's reference is the fp64 one"}
     f = audit.obs.frame
@@ -222,14 +223,19 @@ def unrefereeable(audit: Audit, oracle: Oracle) -> dict[str, Any]:
     problems = []
     if len(failed):
         rows = failed["row"].to_numpy()
+        # NaN or Inf in the fp32 reference where fp64 has none (overflow), or NaN in both (NaN never passes)
+        nonfinite = sum(f[c].to_numpy(dtype=np.float64, na_value=0.0)[rows]
+                        for c in ("fp64_n_nan_out", "fp64_n_nan_ref", "fp64_n_nan_both", "fp64_n_inf_mismatch",
+                                  "fp64_n_overflow"))
         frame = pd.DataFrame({"problem": f["problem"].to_numpy(dtype=object)[rows],
                               "input": f["input_id"].to_numpy(dtype=object)[rows],
-                              "error": f["fp64_error"].to_numpy()[rows]})
+                              "error": f["fp64_error"].to_numpy()[rows], "nonfinite": nonfinite > 0})
         for problem, part in frame.groupby("problem", sort=True):
             tol = oracle.tolerance.lookup(problem, "float32")
             problems.append({"problem": problem, "inputs": sorted(part["input"].unique().tolist()),
                              "max_error": float(np.nanmax(part["error"])) if part["error"].notna().any() else None,
-                             "tolerance": tol.atol})
+                             "tolerance": tol.atol,
+                             "cause": "non-finite values" if part["nonfinite"].any() else "error above tolerance"})
     drawn = judged.groupby(f["problem"].to_numpy(dtype=object)[judged["row"].to_numpy()]).size()
     return {"oracle": oracle.name, "problems": problems, "problems_checked": int(len(drawn))}
 

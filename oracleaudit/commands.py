@@ -371,10 +371,10 @@ def _run_analyze(args: argparse.Namespace) -> int:
                  [[f["family"], f["trials"], f["rejected"], _pct(f["rate"])] for f in result["families"]])
     elif args.analysis == "unrefereeable":
         result = analysis.unrefereeable(audit, oracle)
-        table = ("Problems whose fp32 reference fails the oracle against fp64", ["problem", "max error", "tolerance",
-                                                                                 "inputs"],
-                 [[p["problem"], f"{p['max_error']:.3g}" if p["max_error"] is not None else "", f"{p['tolerance']:g}",
-                   len(p["inputs"])] for p in result["problems"]])
+        table = ("Problems whose fp32 reference fails the oracle against fp64",
+                 ["problem", "cause", "max error (finite)", "tolerance", "inputs"],
+                 [[p["problem"], p["cause"], f"{p['max_error']:.3g}" if p["max_error"] is not None else "",
+                   f"{p['tolerance']:g}", len(p["inputs"])] for p in result["problems"]])
     elif args.analysis == "attribution":
         result = analysis.attribution(audit, oracles[0], oracles[1])
         table = (f"Detection change {oracles[0].name} → {oracles[1].name}: {result['detection']['change']:+.4f} "
