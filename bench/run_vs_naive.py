@@ -89,6 +89,7 @@ def main() -> None:
     mutants = [m for m in read_mutants(args.mutants) if m.status == PENDING]
     gpus = torch.cuda.device_count()
     work = Path(tempfile.mkdtemp(prefix="oracleaudit-bench-"))
+    os.environ["ORACLEAUDIT_CACHE"] = str(work / "cache")  # no extension built by an earlier run is reused
     try:
         started = time.perf_counter()
         result = runner.run(args.mutants, work / "evidence", pool=args.pool, workers_per_gpu=args.workers_per_gpu,

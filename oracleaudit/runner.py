@@ -278,7 +278,11 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
     if backend == "local":
         _require_gpus(gpus)
     mutants = read_mutants(mutants_dir)
-    store = EvidenceStore(out).open_or_create({"pool": pool, "mutants_sha256": _sha256(mutants_dir)})
+    # Mutant ids hash the problem, file, rule, span and replacement, and every job checks its solution's
+    # sha256, so another mutants.jsonl of the same sources (e.g. mutate run again) may continue a store; the
+    # pool may not. `mutants_sha256` records the mutants file of the run that created the store.
+    store = EvidenceStore(out).open_or_create({"pool": pool, "mutants_sha256": _sha256(mutants_dir)},
+                                              identity=("pool",))
     # A variant's rows are appended in one part, so any committed row means the whole variant is recorded.
     done = {f"{problem}::{mutant}" for problem, mutant, _ in store.done_keys()}
     jobs, errors, recorded = plan_jobs(mutants, pool, build_root(), done, per_solution)

@@ -219,14 +219,16 @@ class EvidenceStore:
         self._keys = None
         return self
 
-    def open_or_create(self, meta: Mapping[str, Any]) -> "EvidenceStore":
-        """Resume the store at this path if it exists (its meta must equal `meta`), else create it."""
+    def open_or_create(self, meta: Mapping[str, Any], identity: Sequence[str] | None = None) -> "EvidenceStore":
+        """Resume the store at this path if it exists, else create it with `meta`. A resumed store's meta must
+        equal `meta` on the keys in `identity` (default: all keys); other keys record the creating run."""
         if not self.exists():
             return self.create(meta)
         self.open()
         meta = self._check_meta(meta)
-        if self.meta != meta:
-            changed = sorted(k for k in set(meta) | set(self.meta) if meta.get(k) != self.meta.get(k))
+        keys = set(meta) | set(self.meta) if identity is None else set(identity)
+        if any(meta.get(k) != self.meta.get(k) for k in keys):
+            changed = sorted(k for k in keys if meta.get(k) != self.meta.get(k))
             raise OracleAuditError(
                 f"{self.manifest_path}: made for a different run (meta differs in {', '.join(changed)})")
         return self

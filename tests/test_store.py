@@ -170,6 +170,16 @@ def test_resuming_with_a_different_run_identity_is_refused(tmp_path: Path):
         EvidenceStore(tmp_path / "evidence").create(META)
 
 
+def test_keys_outside_the_identity_may_differ_when_resuming_and_keep_the_creating_runs_value(tmp_path: Path):
+    EvidenceStore(tmp_path / "evidence").create({"pool": "default", "mutants_sha256": "a"})
+    resumed = EvidenceStore(tmp_path / "evidence").open_or_create({"pool": "default", "mutants_sha256": "b"},
+                                                                  identity=("pool",))
+    assert resumed.meta == {"pool": "default", "mutants_sha256": "a"}
+    with pytest.raises(OracleAuditError, match=r"meta differs in pool\)"):
+        EvidenceStore(tmp_path / "evidence").open_or_create({"pool": "tiny", "mutants_sha256": "a"},
+                                                            identity=("pool",))
+
+
 def test_merge_unions_partial_stores_without_duplicates_in_key_order(tmp_path: Path):
     rows = all_rows()
     stores = []
