@@ -85,10 +85,10 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "mem.ldg_to_plain_load": ("__ldg(&b[4 * i + 2])", "(*(&b[4 * i + 2]))", PENDING),
     # __half / __nv_bfloat16 accumulators compile at this site (`sum` only meets +=, * and a float
     # argument); at `total` and `v` in the same file they are CompileErrors (ambiguous / and >).
-    "prec.accumulator_to_half": ("float", "__half", PENDING),
-    "prec.accumulator_to_bfloat16": ("float", "__nv_bfloat16", PENDING),
     "prec.round_accumulation_to_half": ("sum += v * 0.5f", "sum = __half2float(__float2half(sum + (v * 0.5f)))",
                                         PENDING),
+    "prec.round_accumulation_to_bfloat16": ("sum += v * 0.5f",
+                                            "sum = __bfloat162float(__float2bfloat16(sum + (v * 0.5f)))", PENDING),
     "prec.double_to_float": ("double", "float", PENDING),
     "prec.expf_to_fast": ("expf", "__expf", PENDING),
     "prec.logf_to_fast": ("logf", "__logf", PENDING),

@@ -190,7 +190,7 @@ def _odd_only(case: Case) -> dict:
 FAULTS: dict[str, tuple[str, str, Fault]] = {
     "drop_last": ("loop", "loop.delete_tail_loop", lambda c: {"out": chunked_sum(c.x[..., :-1])}),
     "odd_only": ("loop", "loop.tiles_ceil_to_floor_div", _odd_only),
-    "rel_5e-4": ("precision", "prec.accumulator_to_half", lambda c: {"out": c.original * (1 + 5e-4)}),
+    "rel_5e-4": ("precision", "prec.round_accumulation_to_half", lambda c: {"out": c.original * (1 + 5e-4)}),
     "rel_2e-5": ("precision", "prec.fast_intrinsic", lambda c: {"out": c.original * (1 + 2e-5)}),
     "nan": ("arithmetic", "arith.div_to_mul",
             lambda c: {"out": torch.where(torch.arange(len(c.original)) == 0, math.nan, c.original)}),

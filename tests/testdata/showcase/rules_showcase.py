@@ -7,6 +7,7 @@ cuda_source = r"""
 #include <torch/extension.h>
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
+#include <cuda_bf16.h>
 #include <cfloat>  // FLT_MAX; torch/extension.h brings it in too, but the device-only compile view drops torch headers
 
 #define BLOCK_SIZE 256  // site: launch.block_macro_halved
@@ -34,12 +35,12 @@ __global__ void row_stats_kernel(const float* __restrict__ x, float* out, int ro
     __shared__ float partial[BLOCK_SIZE / 32];  // site: mem.shared_to_local
     int row = blockIdx.x;  // site: idx.block_to_thread
     if (row >= rows) return;  // site: rel.remove_early_return rel.ge_to_gt
-    float sum = 0.0f;  // site: prec.accumulator_to_half prec.accumulator_to_bfloat16 loop.skip_accumulator_init
+    float sum = 0.0f;  // site: loop.skip_accumulator_init
     float peak = -INFINITY;  // site: prec.max_identity_to_zero
     float low = FLT_MAX;  // site: prec.min_identity_to_zero
     for (int c = threadIdx.x; c < cols; c += blockDim.x) {  // site: loop.bound_minus_one loop.start_plus_one idx.thread_to_block idx.blockdim_to_griddim rel.lt_to_le
         float v = x[row * cols + c];  // site: idx.index_plus_one idx.index_minus_one idx.swap_row_col
-        sum += v * 0.5f;  // site: arith.compound_add_to_sub arith.perturb_float_constant prec.round_accumulation_to_half
+        sum += v * 0.5f;  // site: arith.compound_add_to_sub arith.perturb_float_constant prec.round_accumulation_to_half prec.round_accumulation_to_bfloat16
         peak = fmaxf(peak, v);
         low = fminf(low, v);  // site: arith.fminf_to_fmaxf
     }
