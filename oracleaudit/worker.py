@@ -153,20 +153,31 @@ def run_job(job: Job, send) -> None:
                     model(*inputs)  # kernel → reference → kernel: exposes reuse of stale buffers
                     second = [t.detach() for t in _tensors(model_new(*inputs))]
                     torch.cuda.synchronize()
-                exec_s += time.perf_counter() - executing
-                measuring = time.perf_counter()
-                # A fault can also surface here (asynchronous errors, corrupted outputs): still this variant's.
-                rows.extend(_observe(variant.key, problem, entry, mode, elapsed, first, second, ref32, ref64))
-                evidence_s += time.perf_counter() - measuring
             except Exception as err:
                 traceback.print_exc()
-                status = _status_of(err)
-                rows.append(_row(variant.key, problem, entry, 0, status, type(err).__name__, _first_line(err),
-                                 None, None, mode, None, None))
+                rows.append(_row(variant.key, problem, entry, 0, _status_of(err), type(err).__name__,
+                                 _first_line(err), None, None, mode, None, None))
                 if not _context_alive():
                     send(("rows", variant.key, rows))
                     send(("fatal", variant.key, f"{type(err).__name__}: {_first_line(err)}"))
                     os._exit(3)
+                continue
+            exec_s += time.perf_counter() - executing
+            measuring = time.perf_counter()
+            try:
+                rows.extend(_observe(variant.key, problem, entry, mode, elapsed, first, second, ref32, ref64))
+            except Exception as err:
+                # With the CUDA context dead, a fault of the variant surfaced late (asynchronously): its
+                # crash. With the context alive the failure is oracleaudit's own: the job fails loudly.
+                if _context_alive():
+                    raise
+                traceback.print_exc()
+                rows.append(_row(variant.key, problem, entry, 0, "RuntimeError", type(err).__name__,
+                                 _first_line(err), None, None, mode, None, None))
+                send(("rows", variant.key, rows))
+                send(("fatal", variant.key, f"{type(err).__name__}: {_first_line(err)}"))
+                os._exit(3)
+            evidence_s += time.perf_counter() - measuring
         # Out-of-bounds writes of a mutant can land in the inputs or references kept for the next variants:
         # if any changed, make them again (deterministically) rather than judge the next variant on them.
         if any(not torch.equal(_fingerprint(case), before) for case, before in zip(cases, prints)):
