@@ -26,6 +26,10 @@ Row schema (`OBSERVATION_SCHEMA`; every column not in `REQUIRED_COLUMNS` is null
     fp32_* (the `ErrorEvidence` of the output against the fp32 reference; empty on "reference" rows),
     fp64_* (against the fp64 reference; on "reference" rows: the fp32 reference against the fp64 one),
     ref_matmul_tf32, ref_cudnn_tf32, ref_matmul_precision, ref_device (the fp32 reference's math mode).
+
+Determinism: running the same mutants on the same pool and machine gives the same rows, except `time_ms`
+(wall-clock kernel time; timeouts in oracles use it) and the `error_message` of Timeout rows (which quotes
+the time waited); `compact` then writes the same bytes up to those two columns.
 """
 
 from __future__ import annotations
