@@ -27,9 +27,10 @@ Row schema (`OBSERVATION_SCHEMA`; every column not in `REQUIRED_COLUMNS` is null
     fp64_* (against the fp64 reference; on "reference" rows: the fp32 reference against the fp64 one),
     ref_matmul_tf32, ref_cudnn_tf32, ref_matmul_precision, ref_device (the fp32 reference's math mode).
 
-Determinism: running the same mutants on the same pool and machine gives the same rows, except `time_ms`
-(wall-clock kernel time; timeouts in oracles use it) and the `error_message` of Timeout rows (which quotes
-the time waited); `compact` then writes the same bytes up to those two columns.
+Determinism: running the same mutants on the same pool and machine gives the same rows for kernels whose
+outputs are bitwise deterministic, except `time_ms` (wall-clock kernel time; timeouts in oracles use it)
+and the `error_message` of Timeout rows (which quotes the time waited). Kernels with atomics or races give
+other values on another run, which is what `repeat_bitwise_equal` records.
 """
 
 from __future__ import annotations
