@@ -66,4 +66,11 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    from oracleaudit.errors import OracleAuditError
+
+    try:
+        main()
+    except (OracleAuditError, OSError, ValueError) as err:
+        sys.exit(f"bundle.py: error: {err}")

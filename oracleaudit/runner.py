@@ -311,18 +311,18 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
     return result
 
 
-def _prebuild_one(job: Job) -> tuple[str | None, float]:
-    """Compile a job's extensions (CPU work) so the GPU worker finds them built; returns an error line (the
-    worker meets the same failure and reports it for the job) and the seconds spent."""
+def _prebuild_one(job: Job) -> float:
+    """Compile a job's extensions (CPU work) so the GPU worker finds them built; returns the seconds spent.
+    A failure is left to the worker, which meets it again and reports it for the job."""
     from oracleaudit import build as builds
     from oracleaudit.mutant import Mutant
 
     started = time.perf_counter()
     try:
         builds.build_isolating(Path(job.solution), [Mutant(**m) for m in job.mutants], Path(job.build_dir))
-        return None, time.perf_counter() - started
-    except Exception as err:
-        return f"{job.solution}: prebuild failed ({type(err).__name__})", time.perf_counter() - started
+    except Exception:
+        pass
+    return time.perf_counter() - started
 
 
 def _ignore_sigint() -> None:
@@ -348,7 +348,7 @@ def prebuild_in_order(jobs: list[Job], ready: Callable[[Job, float], None], stop
         while waiting and not stop.is_set():
             for index in [i for i, result in waiting.items() if result.ready()]:
                 try:
-                    _, seconds = waiting.pop(index).get()
+                    seconds = waiting.pop(index).get()
                 except Exception:  # a crashed build process: the worker builds (and reports) it itself
                     seconds = 0.0
                 ready(jobs[index], seconds)
@@ -373,7 +373,7 @@ def _run_local(jobs, gpus, workers_per_gpu, on_rows, timeout_factor, timeout_flo
     count = _require_gpus(gpus)
     slots = count * workers_per_gpu
     work: queue.Queue = queue.Queue()
-
+    stop = threading.Event()
     queued: set[int] = set()
 
     def ready(job: Job, seconds: float) -> None:
@@ -392,7 +392,6 @@ def _run_local(jobs, gpus, workers_per_gpu, on_rows, timeout_factor, timeout_flo
             for _ in range(slots):
                 work.put(None)
 
-    stop = threading.Event()
     feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
     supervisors = [Supervisor(slot % count, on_rows, timeout_factor, timeout_floor_s, out / "logs", stop)

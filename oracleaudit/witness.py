@@ -15,10 +15,10 @@ on that same input:
                margin below;
   nondeterministic
                its two runs (kernel → reference → kernel) differ bitwise where the original's are bitwise
-               equal on every input of the problem. Not in DESIGN.md's list: added because a stale buffer (`torch::zeros` → `torch::empty`,
-               a skipped accumulator reset) often gives a right first run and a wrong second one, and the
-               evidence keeps the second run only as this flag. A mutant of a kernel whose two runs agree
-               that starts to disagree has a race or reads stale memory.
+               equal on every input of the problem. Not in DESIGN.md's list: added because a stale buffer
+               (`torch::zeros` → `torch::empty`, a skipped accumulator reset) often gives a right first run
+               and a wrong second one, and the evidence keeps the second run only as this flag. A mutant
+               of a kernel whose two runs agree that starts to disagree has a race or reads stale memory.
 
 The error and its margin (defined once, here)
     The error of an output is E = max_i |out_i − ref_i| / (1 + |ref_i|) against the fp64 reference: the
@@ -34,7 +34,8 @@ The error and its margin (defined once, here)
     (≤ 2-4 ulp) stay well below it, so an exact original's mutant that reaches it is not a rounding variant.
 
     M = 64 (`FACTOR`) when the original's error on this output is a stable number: its two runs are bitwise
-    equal (on every input of the problem) and the output has at least 16 elements (`SMALL_OUTPUT`), so E is a maximum over many elements.
+    equal (on every input of the problem) and the output has at least 16 elements (`SMALL_OUTPUT`), so E
+    is a maximum over many elements.
     Correct fp32 kernels that differ only in association order (block sizes, tree shapes, chunked or
     permuted sums) differ in E by a factor that stays below ~42 over 100 seeds of row sums of 16–256 rows of
     17–4096 normal, uniform, lognormal, ×1e3 and mixed-range values (the worst case: cancelling ×1e3 sums,

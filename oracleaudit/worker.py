@@ -158,9 +158,7 @@ def run_job(job: Job, send) -> None:
                 rows.append(_row(variant.key, problem, entry, 0, _status_of(err), type(err).__name__,
                                  _first_line(err), None, None, mode, None, None))
                 if not _context_alive():
-                    send(("rows", variant.key, rows))
-                    send(("fatal", variant.key, f"{type(err).__name__}: {_first_line(err)}"))
-                    os._exit(3)
+                    _exit_fatal(send, variant.key, rows, err)
                 continue
             exec_s += time.perf_counter() - executing
             measuring = time.perf_counter()
@@ -174,9 +172,7 @@ def run_job(job: Job, send) -> None:
                 traceback.print_exc()
                 rows.append(_row(variant.key, problem, entry, 0, "RuntimeError", type(err).__name__,
                                  _first_line(err), None, None, mode, None, None))
-                send(("rows", variant.key, rows))
-                send(("fatal", variant.key, f"{type(err).__name__}: {_first_line(err)}"))
-                os._exit(3)
+                _exit_fatal(send, variant.key, rows, err)
             evidence_s += time.perf_counter() - measuring
         # Out-of-bounds writes of a mutant can land in the inputs or references kept for the next variants:
         # if any changed, make them again (deterministically) rather than judge the next variant on them.
@@ -187,6 +183,14 @@ def run_job(job: Job, send) -> None:
             prints = [_fingerprint(case) for case in cases]
         send(("rows", variant.key, rows))
     send(("done", {"exec_s": exec_s, "evidence_s": evidence_s}))
+
+
+def _exit_fatal(send, key: str, rows: list[dict], err: Exception) -> None:
+    """The CUDA context is dead: send the variant's rows, say why, and end this process (the supervisor
+    starts a fresh worker for the rest of the job)."""
+    send(("rows", key, rows))
+    send(("fatal", key, f"{type(err).__name__}: {_first_line(err)}"))
+    os._exit(3)
 
 
 def _cases(entries, problem, device: str) -> list[tuple]:

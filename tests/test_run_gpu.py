@@ -117,7 +117,7 @@ def test_a_run_stopped_midway_and_started_again_ends_with_the_evidence_of_an_uni
     import sys
     import time
 
-    root, *_, uninterrupted = evidence
+    *_, uninterrupted = evidence
     shutil.copytree(DATA, tmp_path, dirs_exist_ok=True)
     mutants = make_mutants(tmp_path)
     command = [sys.executable, "-m", "oracleaudit", "run", "--mutants", "mutants",
