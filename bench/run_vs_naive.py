@@ -22,8 +22,18 @@ from pathlib import Path
 
 
 def naive_one(args) -> float:
-    """Build one mutated solution with its own load_inline and run it on the pool inputs; returns seconds."""
-    mutant_record, pool_name, workdir, gpu = args
+    """Build one mutated solution with its own load_inline and run it on the pool inputs; returns seconds.
+    A mutant that fails (to build, or on the GPU) ends there, as it would in a benchmark harness."""
+    started = time.perf_counter()
+    try:
+        _naive(*args)
+    except Exception as err:  # the mutant's failure ends its evaluation
+        print(f"naive: {args[0]['id']}: {type(err).__name__}: {str(err).splitlines()[0][:200] if str(err) else ''}",
+              flush=True)
+    return time.perf_counter() - started
+
+
+def _naive(mutant_record, pool_name, workdir, gpu) -> None:
     import torch
 
     from oracleaudit.evidence import measure
@@ -33,7 +43,6 @@ def naive_one(args) -> float:
     from oracleaudit.problem import problem_at
     from oracleaudit.worker import WEIGHT_SEED, _double, _tensors, entry_init
 
-    started = time.perf_counter()
     mutant = Mutant(**mutant_record)
     source = Path(mutant.source)
     text = mutant.apply(source.read_text())
@@ -44,10 +53,7 @@ def naive_one(args) -> float:
     os.environ["TORCH_EXTENSIONS_DIR"] = str(Path(workdir) / f"ext_{mutant.id}")
     device = f"cuda:{gpu}"
     torch.cuda.set_device(device)
-    try:
-        solution = load_solution_module(path)
-    except Exception:
-        return time.perf_counter() - started
+    solution = load_solution_module(path)
     problem = problem_at(mutant.problem_file)
     for entry in Pool.load(pool_name).entries_for(problem):
         module = entry.load_problem(problem)
@@ -58,25 +64,22 @@ def naive_one(args) -> float:
         model = module.Model(*init).to(device)
         model64 = __import__("copy").deepcopy(model).double()
         torch.manual_seed(WEIGHT_SEED)
-        try:
-            model_new = solution.ModelNew(*init).to(device)
-            with torch.no_grad():
-                outs = _tensors(model_new(*inputs))
-                refs = _tensors(model(*inputs))
-                refs64 = _tensors(model64(*[_double(x) for x in inputs]))
-            for out, r32, r64 in zip(outs, refs, refs64):
-                measure(out, r32)
-                measure(out, r64)
-        except Exception:
-            break
-    return time.perf_counter() - started
+        model_new = solution.ModelNew(*init).to(device)
+        with torch.no_grad():
+            outs = _tensors(model_new(*inputs))
+            refs = _tensors(model(*inputs))
+            refs64 = _tensors(model64(*[_double(x) for x in inputs]))
+        for out, r32, r64 in zip(outs, refs, refs64):
+            measure(out, r32)
+            measure(out, r64)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mutants", type=Path, default=Path("bench/data/mutants_3x20"))
     parser.add_argument("--pool", default="default")
-    parser.add_argument("--cores", type=int, default=os.cpu_count())
+    parser.add_argument("--cores", type=int, default=None,
+                        help="parallel naive builds (default: the CPUs this process may use, e.g. under taskset)")
     parser.add_argument("--workers-per-gpu", type=int, default=4,
                         help="oracleaudit worker processes per GPU (the naive side runs one process per core)")
     args = parser.parse_args()
@@ -85,9 +88,14 @@ def main() -> None:
 
     from oracleaudit import runner
     from oracleaudit.mutant import PENDING, read_mutants
+    from oracleaudit.worker import usable_cpus
 
+    cores = args.cores or usable_cpus()
     mutants = [m for m in read_mutants(args.mutants) if m.status == PENDING]
+    n = len(mutants)
     gpus = torch.cuda.device_count()
+    print(f"mutants: {n} on {len({m.problem for m in mutants})} problems; pool {args.pool}; {gpus} GPU(s), "
+          f"{cores} cores", flush=True)
     work = Path(tempfile.mkdtemp(prefix="oracleaudit-bench-"))
     os.environ["ORACLEAUDIT_CACHE"] = str(work / "cache")  # no extension built by an earlier run is reused
     try:
@@ -95,32 +103,34 @@ def main() -> None:
         result = runner.run(args.mutants, work / "evidence", pool=args.pool, workers_per_gpu=args.workers_per_gpu,
                             show_progress=False)
         ours = time.perf_counter() - started
+        # Printed now: the naive side takes far longer and may be cut short by a time limit.
+        print(f"oracleaudit run:  {ours:8.1f} s  {60 * n / ours:8.1f} mutants/min", flush=True)
+        summary = result.summary()
+        total = max(summary["build_s"] + summary["exec_s"] + summary["evidence_s"], 1e-9)
+        print(f"oracleaudit process-seconds: build {summary['build_s']:.1f} · execution {summary['exec_s']:.1f} · "
+              f"evidence {summary['evidence_s']:.1f} (builds overlap execution)")
+        print(f"oracleaudit time shares: build {100 * summary['build_s'] / total:.0f}% · execution "
+              f"{100 * summary['exec_s'] / total:.0f}% · evidence {100 * summary['evidence_s'] / total:.0f}%")
+        print(f"observations by status: {summary['observations_by_status']}; errors: {len(result.errors)}",
+              flush=True)
 
         from dataclasses import asdict
 
         context = multiprocessing.get_context("spawn")
         tasks = [(asdict(m), args.pool, str(work), i % gpus) for i, m in enumerate(mutants)]
         started = time.perf_counter()
-        with concurrent.futures.ProcessPoolExecutor(max_workers=args.cores, mp_context=context) as pool:
+        # A fresh process per mutant, as a benchmark harness evaluates each submission: a crashing mutant
+        # leaves a dead CUDA context behind.
+        with concurrent.futures.ProcessPoolExecutor(max_workers=cores, mp_context=context,
+                                                    max_tasks_per_child=1) as pool:
             list(pool.map(naive_one, tasks))
         naive = time.perf_counter() - started
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    n = len(mutants)
-    print(f"mutants: {n} on {len({m.problem for m in mutants})} problems; pool {args.pool}; {gpus} GPU(s), "
-          f"{args.cores} cores")
-    print(f"naive (one load_inline per mutant, {args.cores} parallel builds): {naive:8.1f} s  "
+    print(f"naive (one load_inline per mutant, {cores} parallel builds): {naive:8.1f} s  "
           f"{60 * n / naive:8.1f} mutants/min")
-    print(f"oracleaudit run:                                       {ours:8.1f} s  {60 * n / ours:8.1f} mutants/min")
     print(f"ratio (oracleaudit / naive mutants per minute): {naive / ours:.1f}x")
-    summary = result.summary()
-    total = max(summary["build_s"] + summary["exec_s"] + summary["evidence_s"], 1e-9)
-    print(f"oracleaudit process-seconds: build {summary['build_s']:.1f} · execution {summary['exec_s']:.1f} · "
-          f"evidence {summary['evidence_s']:.1f} (wall {summary['wall_s']:.1f} s, builds overlap execution)")
-    print(f"oracleaudit time shares: build {100 * summary['build_s'] / total:.0f}% · execution "
-          f"{100 * summary['exec_s'] / total:.0f}% · evidence {100 * summary['evidence_s'] / total:.0f}%")
-    print(f"observations by status: {summary['observations_by_status']}; errors: {len(result.errors)}")
 
 
 if __name__ == "__main__":

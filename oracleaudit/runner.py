@@ -30,7 +30,7 @@ from typing import Callable
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.mutant import PENDING, Mutant, read_mutants
 from oracleaudit.problem import problem_at
-from oracleaudit.worker import ORIGINAL, REFERENCE, Job
+from oracleaudit.worker import ORIGINAL, REFERENCE, Job, usable_cpus
 
 BUILD_TIMEOUT_S = 3600.0
 ORIGINAL_TIMEOUT_S = 600.0
@@ -176,13 +176,18 @@ class Supervisor:
         job = replace(job, device=f"cuda:{self.gpu}")
         entries = job.entry_keys
         skip = set(job.skip_variants)
+        # The variants' deadlines scale with the original's time: when the original is already in the store
+        # (a resumed run), the worker runs it once more to time it, and its rows are not recorded again.
+        recorded = set(job.skip_variants)
+        time_original = ORIGINAL in recorded
         original_s: float | None = None
         errors: list[str] = []
         retried = False
         while not self.stop.is_set():
             if self.process is None:
                 self._start()
-            self.conn.send(replace(job, skip_variants=tuple(sorted(skip))))
+            skipping = skip - {ORIGINAL} if time_original else skip
+            self.conn.send(replace(job, skip_variants=tuple(sorted(skipping))))
             deadline = time.monotonic() + BUILD_TIMEOUT_S
             current, variant_started = None, time.monotonic()
             restart = False
@@ -190,8 +195,9 @@ class Supervisor:
                 remaining = deadline - time.monotonic()
                 if not self.conn.poll(max(0.0, remaining)):
                     self._record_failure(job, current, entries, "Timeout", "TimeoutError",
-                                         f"no result within {remaining + (time.monotonic() - variant_started):.0f} s")
+                                         f"no result within {deadline - variant_started:.0f} s", skip)
                     skip.add(current or ORIGINAL)
+                    time_original = False
                     self._stop(kill=True)
                     restart = True
                     break
@@ -199,7 +205,8 @@ class Supervisor:
                     message = self.conn.recv()
                 except (EOFError, OSError):
                     self._record_failure(job, current, entries, "RuntimeError", "WorkerDied",
-                                         f"the worker process died (exit code {self.process.exitcode})")
+                                         f"the worker process died (exit code {self.process.exitcode})", skip)
+                    time_original = False
                     if current is None:
                         errors.append(f"{job.solution}: the worker died before running any variant")
                         self._stop(kill=True)
@@ -221,11 +228,14 @@ class Supervisor:
                     key, rows = message[1], message[2]
                     if key == ORIGINAL:
                         original_s = time.monotonic() - variant_started
-                    self.on_rows(key, rows)
+                        time_original = False
+                    if key not in recorded:
+                        self.on_rows(key, rows)
                     skip.add(key)
                     deadline = time.monotonic() + (BUILD_TIMEOUT_S if current is None else ORIGINAL_TIMEOUT_S)
                 elif kind == "fatal":
                     skip.add(message[1])
+                    time_original = False
                     self._stop(kill=True)
                     restart = True
                 elif kind == "done":
@@ -245,8 +255,10 @@ class Supervisor:
         return errors
 
     def _record_failure(self, job: Job, current: str | None, entries, status: str, error_class: str,
-                        message: str) -> None:
-        if current is None or self.stop.is_set():  # a worker killed because the run stops records nothing
+                        message: str, done: set[str]) -> None:
+        # A worker killed because the run stops records nothing; nor does a variant already recorded (an
+        # original run again only to time it, or a worker stalling after it sent a variant's rows).
+        if current is None or self.stop.is_set() or current in done:
             return
         problem = problem_at(job.problem_path)
         rows = [{"mutant_id": current, "problem": problem.label, "input_id": key, "input_seed": seed,
@@ -336,11 +348,9 @@ def prebuild_in_order(jobs: list[Job], ready: Callable[[Job, float], None], stop
     """Build every job's extensions in parallel processes, calling `ready(job, seconds)` as each finishes, so
     GPU workers start on the first built solution while the CPU cores build the rest (builds are CPU-bound,
     runs mostly GPU-bound). The build processes ignore Ctrl-C; the pool is terminated when `stop` is set."""
-    import os
-
     if not jobs:
         return
-    processes = processes or max(1, (os.cpu_count() or 2) // 2)
+    processes = processes or max(1, usable_cpus() // 2)
     context = multiprocessing.get_context("spawn")
     with context.Pool(min(processes, len(jobs)), initializer=_ignore_sigint) as pool:
         pending = [pool.apply_async(_prebuild_one, (job,)) for job in jobs]

@@ -286,13 +286,21 @@ def _row(mutant_id, problem, entry, index, status, error_class, error_message, t
     return row
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (a `taskset` or cgroup CPU set counts, unlike os.cpu_count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def main(conn, gpu: str) -> None:
     """Worker process entry point: take jobs from the pipe until None arrives. Ctrl-C is the parent's to
     handle: a worker dying of it would be recorded as the current mutant's crash."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    os.environ.setdefault("MAX_JOBS", str(max(1, (os.cpu_count() or 2) // 2)))
+    os.environ.setdefault("MAX_JOBS", str(max(1, usable_cpus() // 2)))
     while True:
         job = conn.recv()
         if job is None:
