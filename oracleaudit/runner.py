@@ -68,6 +68,8 @@ def plan_jobs(mutants: list[Mutant], pool: str, build_root: Path, done: set[str]
         if mutant.status == PENDING:
             by_source[(mutant.source, mutant.problem_file)].append(mutant)
     loaded = Pool.load(pool)
+    # Jobs carry absolute paths: a Dask worker (or any process started elsewhere) has its own working folder.
+    pool_ref = str(Path(pool).resolve()) if pool.endswith(".toml") or "/" in pool or "\\" in pool else pool
     jobs, errors, recorded = [], [], 0
     for (source, problem_file), group in sorted(by_source.items(), key=lambda kv: kv[0][0]):
         if per_solution is not None:
@@ -88,8 +90,8 @@ def plan_jobs(mutants: list[Mutant], pool: str, build_root: Path, done: set[str]
         recorded += len(set(skip) - {REFERENCE})
         if len(skip) == len(group) + 2:
             continue
-        jobs.append(Job(solution=str(path), problem_path=str(problem_file),
-                        mutants=tuple(_as_dict(m) for m in group), pool=pool, entry_keys=keys,
+        jobs.append(Job(solution=str(path.resolve()), problem_path=str(Path(problem_file).resolve()),
+                        mutants=tuple(_as_dict(m) for m in group), pool=pool_ref, entry_keys=keys,
                         build_dir=str(build_root), device="cuda:0", skip_variants=skip))
     return jobs, errors, recorded
 

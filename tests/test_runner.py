@@ -39,6 +39,15 @@ def test_a_solution_becomes_one_job_with_every_pending_mutant_and_every_pool_inp
     assert job.skip_variants == ()
 
 
+def test_jobs_name_their_files_by_absolute_path_for_workers_in_another_folder(workdir: Path) -> None:
+    (job,) = runner.plan_jobs(read_mutants(Path("mutants")), "tiny_pool.toml", workdir / "b", set())[0]
+    assert job.solution == str(workdir.resolve() / "solutions" / "level1" / "1_ScaleShift.py")
+    assert job.problem_path == str(workdir.resolve() / "level1" / "1_ScaleShift.py")
+    assert job.pool == str(workdir.resolve() / "tiny_pool.toml")
+    (job,) = runner.plan_jobs(read_mutants(Path("mutants")), "default", workdir / "b", set())[0]
+    assert job.pool == "default"  # a shipped pool's name stays a name
+
+
 def test_a_per_solution_limit_takes_the_first_mutants_by_id(workdir: Path) -> None:
     (job,) = plan(workdir, per_solution=2)[0]
     expected = sorted(m.id for m in read_mutants(Path("mutants")))[:2]
