@@ -3,7 +3,8 @@
     python kill_matrix/bundle.py --evidence out/evidence --mutants out/mutants --record run-record.json
 
 Writes, replacing what is here:
-    evidence/            the store's rows, compacted to one Parquet part sorted by key (store.py contract)
+    evidence/            the store's rows, compacted to one Parquet part sorted by key (store.py contract),
+                         less the rows of mutants that the mutants file does not list (counted in provenance)
     mutants/mutants.jsonl  the lines of the run's mutants.jsonl whose mutants have rows in the store
     mutants/diffs/       their diffs
     provenance.json      the record passed with --record (how the run was made), plus counts of what was
@@ -19,6 +20,9 @@ import json
 import shutil
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -32,19 +36,24 @@ def main() -> None:
     parser.add_argument("--record", type=Path, required=True, help="JSON: how the evidence was produced")
     args = parser.parse_args()
 
+    full = (args.mutants / MUTANTS_FILE).read_bytes()
+    known = {json.loads(line)["id"] for line in full.decode().splitlines() if line.strip()}
     source = EvidenceStore(args.evidence).open()
+    table = source.read_table()
+    # Rows of mutants the mutants file does not list (made by an earlier catalog) could not be scored.
+    listed = pc.is_in(table["mutant_id"], value_set=pa.array(sorted(known | {"original", "reference"})))
     evidence = HERE / "evidence"
     shutil.rmtree(evidence, ignore_errors=True)
     bundled = EvidenceStore(evidence).create(source.meta)
-    bundled.merge([source])
+    bundled.append(table.filter(listed).to_pylist())
     bundled.compact()
     rows = bundled.read()
+    unlisted = table.filter(pc.invert(listed))
 
     run_ids = set(rows["mutant_id"])
     mutants = HERE / "mutants"
     shutil.rmtree(mutants, ignore_errors=True)
     (mutants / DIFFS_DIR).mkdir(parents=True)
-    full = (args.mutants / MUTANTS_FILE).read_bytes()
     kept = [line for line in full.decode().splitlines() if line.strip() and json.loads(line)["id"] in run_ids]
     (mutants / MUTANTS_FILE).write_text("".join(line + "\n" for line in kept))
     for line in kept:
@@ -60,6 +69,8 @@ def main() -> None:
         "mutants": int((variants["mutant_id"] != "original").sum()),
         "originals": int((variants["mutant_id"] == "original").sum()),
         "observations_by_status": {k: int(v) for k, v in sorted(rows["status"].value_counts().items())},
+        "left_out_rows_of_mutants_not_in_the_mutants_file": {
+            "rows": unlisted.num_rows, "mutants": len(set(unlisted["mutant_id"].to_pylist()))},
     }
     (HERE / "provenance.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     print(json.dumps(record["bundled"], indent=2))
