@@ -169,7 +169,8 @@ def test_a_run_stopped_midway_and_started_again_ends_with_the_evidence_of_an_uni
 @pytest.mark.gpu
 def test_the_dask_backend_records_what_the_local_backend_records(evidence, tmp_path) -> None:
     """A local Dask cluster with one worker holding a `GPU` resource runs the same mutants (a crash among them,
-    which restarts the GPU worker inside the Dask worker) and yields the same observations."""
+    which restarts the GPU worker inside the Dask worker) and yields the same observations of the deterministic
+    variants."""
     distributed = pytest.importorskip("distributed")
     import dask
 
