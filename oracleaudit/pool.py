@@ -818,6 +818,12 @@ def pools_dir() -> Path:
     return Path(__file__).resolve().parent / "data" / "pools"
 
 
+def names_a_file(name_or_path: str | Path) -> bool:
+    """Whether `Pool.load` reads this as a pool file's path rather than a shipped pool's name."""
+    text = str(name_or_path)
+    return isinstance(name_or_path, Path) or text.endswith(".toml") or "/" in text or "\\" in text
+
+
 def shipped_pools() -> list[str]:
     """The names of the shipped pools."""
     return sorted(p.stem for p in pools_dir().glob("*.toml"))
@@ -984,7 +990,7 @@ class Pool:
         """A shipped pool by name (`default`) or a pool file by path; validated (OracleAuditError if bad)."""
         text = str(name_or_path)
         path = Path(name_or_path)
-        if not (isinstance(name_or_path, Path) or path.suffix == ".toml" or "/" in text or "\\" in text):
+        if not names_a_file(name_or_path):
             path = pools_dir() / f"{text}.toml"
             if not path.is_file():
                 raise OracleAuditError(

@@ -60,7 +60,7 @@ def plan_jobs(mutants: list[Mutant], pool: str, build_root: Path, done: set[str]
     """One job per solution file: the Pending mutants (the original runs with every job), or the first
     `per_solution` of them by id (a deterministic sample). Returns the jobs, error lines, and how many
     variants are already recorded."""
-    from oracleaudit.pool import Pool
+    from oracleaudit.pool import Pool, names_a_file
     from oracleaudit.problem import file_sha256
 
     by_source: dict[tuple[str, str | None], list[Mutant]] = defaultdict(list)
@@ -69,7 +69,7 @@ def plan_jobs(mutants: list[Mutant], pool: str, build_root: Path, done: set[str]
             by_source[(mutant.source, mutant.problem_file)].append(mutant)
     loaded = Pool.load(pool)
     # Jobs carry absolute paths: a Dask worker (or any process started elsewhere) has its own working folder.
-    pool_ref = str(Path(pool).resolve()) if pool.endswith(".toml") or "/" in pool or "\\" in pool else pool
+    pool_ref = str(Path(pool).resolve()) if names_a_file(pool) else pool
     jobs, errors, recorded = [], [], 0
     for (source, problem_file), group in sorted(by_source.items(), key=lambda kv: kv[0][0]):
         if per_solution is not None:
