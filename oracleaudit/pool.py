@@ -821,7 +821,7 @@ def pools_dir() -> Path:
 def names_a_file(name_or_path: str | Path) -> bool:
     """Whether `Pool.load` reads this as a pool file's path rather than a shipped pool's name."""
     text = str(name_or_path)
-    return isinstance(name_or_path, Path) or text.endswith(".toml") or "/" in text or "\\" in text
+    return isinstance(name_or_path, Path) or Path(text).suffix == ".toml" or "/" in text or "\\" in text
 
 
 def shipped_pools() -> list[str]:
