@@ -37,4 +37,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from oracleaudit.errors import OracleAuditError
+
+    try:
+        main()
+    except (OracleAuditError, OSError) as err:
+        sys.exit(f"sample_mutants.py: error: {err}")
