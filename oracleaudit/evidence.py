@@ -78,6 +78,9 @@ __all__ = [
 DEFAULT_GRID: tuple[float, ...] = tuple(float(f"{m}e{e}") for e in range(-7, -1) for m in (1, 2, 5)) + (0.1,)
 MAX_HULL_POINTS = 256
 
+# frexp's exponent e of a positive finite float64 is in [-1073, 1024]; a bin code is 8·e + (0…7).
+_CODE_LOW, _CODE_HIGH = -1073 * 8, 1024 * 8 + 7
+
 _DTYPES = {str(t).removeprefix("torch."): t for t in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}
 
 
@@ -348,6 +351,9 @@ def measure(out: torch.Tensor, ref: torch.Tensor, *, expected_dtype: torch.dtype
 
 
 def _measure(a: torch.Tensor, b: torch.Tensor, header: dict[str, Any], grid: tuple[float, ...]) -> ErrorEvidence:
+    # The evidence runs on the GPU between a mutant's runs, so it is written for few kernel launches and few
+    # host synchronisations: the counts, grid counts and statistics come back in one transfer, and masked
+    # elements are zeroed (torch.where) rather than gathered, which would synchronise per gather.
     a = a.reshape(-1)
     b = b.reshape(-1)
     eq = a == b
@@ -359,63 +365,77 @@ def _measure(a: torch.Tensor, b: torch.Tensor, header: dict[str, Any], grid: tup
     d = (af - bf).abs()
     r = bf.abs()
     nan_a, nan_b = torch.isnan(af), torch.isnan(bf)
-    inf_a, inf_b = torch.isinf(af), torch.isinf(bf)
     fin = torch.isfinite(af) & torch.isfinite(bf)
     d_fin = torch.isfinite(d)
-    counts = [
-        torch.tensor(a.numel(), device=a.device),
-        (~eq).sum(),
-        (nan_a & ~nan_b).sum(),
-        (nan_b & ~nan_a).sum(),
-        (nan_a & nan_b).sum(),
-        (~eq & (inf_a | inf_b) & ~nan_a & ~nan_b).sum(),
-        (eq & inf_a).sum(),
-        (fin & ~d_fin).sum(),
-        *_within_counts(a, b, eq, fin & ~eq & d_fin, r, d, grid),
-    ]
-    n, n_unequal, n_nan_out, n_nan_ref, n_nan_both, n_inf_mismatch, n_inf_equal, n_overflow, *n_within = (
-        torch.stack([c.to(torch.int64) for c in counts]).tolist())
+    rest = fin & ~eq & d_fin  # unequal, both finite, a finite difference: decided by the tolerance
+    flags = torch.stack([
+        ~eq,
+        nan_a & ~nan_b,
+        nan_b & ~nan_a,
+        nan_a & nan_b,
+        ~eq & ~fin & ~nan_a & ~nan_b,  # an Inf on either side, no NaN, not equal
+        eq & torch.isinf(af),
+        fin & ~d_fin,
+        fin,
+    ])
+    counts = flags.sum(1)
+    within = _within_counts(a, b, a.numel() - counts[0], rest, r, d, grid)
+    stats = _statistics(a.to(torch.float64), b.to(torch.float64), fin)
+    all_zero = (a == 0).all() & (b != 0).any()
+    values = torch.cat([counts.to(torch.float64), within.to(torch.float64), stats, all_zero.to(torch.float64)[None]])
+    values = values.tolist()  # every count is below 2**53, so exact in float64
+    n_unequal, n_nan_out, n_nan_ref, n_nan_both, n_inf_mismatch, n_inf_equal, n_overflow, n_finite = (
+        int(v) for v in values[:8])
+    n_within = tuple(int(v) for v in values[8:8 + len(grid)])
 
-    points = fin & ~eq & d_fin & (d > 0)
-    hull_r, hull_d, complete, slack = _hull(r[points].to(torch.float64), d[points].to(torch.float64), dtype)
-
-    stats = _statistics(a[fin].to(torch.float64), b[fin].to(torch.float64))
-    all_zero = bool(((a == 0).all() & (b != 0).any()).item()) if a.numel() else False
+    rd = torch.stack([r, d]).to(torch.float64)[:, rest & (d > 0)]
+    hull_r, hull_d, complete, slack = _hull(rd[0], rd[1], dtype)
     return ErrorEvidence(
-        **header, compare_dtype=str(dtype).removeprefix("torch."), n=n, n_unequal=n_unequal,
+        **header, compare_dtype=str(dtype).removeprefix("torch."), n=a.numel(), n_unequal=n_unequal,
         n_nan_out=n_nan_out, n_nan_ref=n_nan_ref, n_nan_both=n_nan_both, n_inf_mismatch=n_inf_mismatch,
         n_inf_equal=n_inf_equal, n_overflow=n_overflow, hull_r=_frozen(hull_r), hull_d=_frozen(hull_d),
-        hull_complete=complete, hull_slack=slack, n_within=tuple(n_within), all_zero_out=all_zero, **stats)
+        hull_complete=complete, hull_slack=slack, n_within=n_within, all_zero_out=bool(values[-1]),
+        **_statistics_values(values[8 + len(grid):-1], n_finite))
 
 
-def _within_counts(a: torch.Tensor, b: torch.Tensor, eq: torch.Tensor, rest: torch.Tensor, r: torch.Tensor,
-                   d: torch.Tensor, grid: tuple[float, ...]) -> list[torch.Tensor]:
-    """For each grid value t, the count of torch.isclose(a, b, rtol=t, atol=t) (0-dim tensors).
+_GRID_TENSORS: dict[tuple, torch.Tensor] = {}
 
-    Fast path (float32/float64 comparisons, grids with steps ≥ ×1.5 above 1e-30): equal elements pass every
-    t, non-finite differences none; an unequal element with a finite difference passes t iff
-    d ≤ t + |t·r| evaluated as torch.isclose does, and passing is monotone in t. Its first passing grid index
-    is within one of k = the first index with t ≥ d / (1 + r) (the real-arithmetic answer; neighbouring grid
-    values differ by far more than rounding), so two exact evaluations per element (at grid[k-1] and
-    grid[k], cast to the comparison dtype as isclose casts its scalars) decide it."""
+
+def _grid_tensor(grid: tuple[float, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """The grid as a tensor on the device (made once per grid, dtype and device)."""
+    key = (grid, dtype, str(device))
+    if key not in _GRID_TENSORS:
+        _GRID_TENSORS[key] = torch.tensor(grid, dtype=dtype, device=device)
+    return _GRID_TENSORS[key]
+
+
+def _within_counts(a: torch.Tensor, b: torch.Tensor, n_eq: torch.Tensor, rest: torch.Tensor, r: torch.Tensor,
+                   d: torch.Tensor, grid: tuple[float, ...]) -> torch.Tensor:
+    """For each grid value t, the count of torch.isclose(a, b, rtol=t, atol=t) (an int64 tensor).
+
+    Fast path (float32/float64 comparisons, grids with steps ≥ ×1.5 above 1e-30): equal elements (`n_eq`)
+    pass every t, non-finite differences none; an element of `rest` (unequal, finite difference) passes t
+    iff d ≤ t + |t·r| evaluated as torch.isclose does, and passing is monotone in t. Its first passing grid
+    index is within one of k = the first index with t ≥ d / (1 + r) (the real-arithmetic answer;
+    neighbouring grid values differ by far more than rounding), so two exact evaluations per element (at
+    grid[k-1] and grid[k], cast to the comparison dtype as isclose casts its scalars) decide it."""
     ratios = [hi / lo for lo, hi in zip(grid, grid[1:])]
     fast = (d.dtype in (torch.float32, torch.float64) and min(grid) >= 1e-30 and list(grid) == sorted(grid)
             and all(q >= 1.5 for q in ratios))
     if not fast:
-        return [torch.isclose(a, b, rtol=t, atol=t).sum() for t in grid]
-    rs, ds = r[rest], d[rest]
-    est = ds.to(torch.float64) / (1 + rs.to(torch.float64))
+        return torch.stack([torch.isclose(a, b, rtol=t, atol=t).sum() for t in grid])
     size = len(grid)
-    k = torch.searchsorted(torch.tensor(grid, dtype=torch.float64, device=d.device), est)  # grid[k] >= est
-    ts = torch.tensor(grid, dtype=d.dtype, device=d.device)  # the scalar t as isclose casts it
+    est = d.to(torch.float64) / (1 + r.to(torch.float64))
+    k = torch.searchsorted(_grid_tensor(grid, torch.float64, d.device), est)  # grid[k] >= est
+    ts = _grid_tensor(grid, d.dtype, d.device)  # the scalar t as isclose casts it
     below = ts[(k - 1).clamp(min=0, max=size - 1)]
     at = ts[k.clamp(max=size - 1)]
-    ok_below = (k >= 1) & (ds <= below + (below * rs).abs())
-    ok_at = (k < size) & (ds <= at + (at * rs).abs())
-    first = torch.where(ok_below, k - 1, torch.where(ok_at, k, k + 1))
-    passing = torch.bincount(first.clamp(max=size), minlength=size + 1)[:size].cumsum(0)
-    n_eq = eq.sum()
-    return [n_eq + passing[j] for j in range(size)]
+    ok_below = (k >= 1) & (d <= below + (below * r).abs())
+    ok_at = (k < size) & (d <= at + (at * r).abs())
+    first = torch.where(ok_below, k - 1, torch.where(ok_at, k, k + 1)).clamp(max=size)
+    first = torch.where(rest, first, size + 1)  # elements outside `rest` are counted apart
+    passing = torch.bincount(first, minlength=size + 2)[:size].cumsum(0)
+    return n_eq + passing
 
 
 def _scaled_norm(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -425,29 +445,37 @@ def _scaled_norm(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return scale, torch.linalg.vector_norm(x / scale)
 
 
-def _statistics(a: torch.Tensor, b: torch.Tensor) -> dict[str, float | None]:
-    keys = ("l2_diff", "l2_ref", "cosine", "max_abs", "max_rel", "rmse", "rel_l1")
+def _statistics(a: torch.Tensor, b: torch.Tensor, fin: torch.Tensor) -> torch.Tensor:
+    """The statistics' raw values over the elements where `fin` (float64 operands; the rest count as 0,
+    which adds nothing to a sum, a norm, a dot product or a maximum of absolute values):
+    [‖diff‖, ‖b‖, cosine, max|diff|, max rel (−1: no |b| > 0), Σ|b|, Σ|diff|, ‖a‖]."""
     if a.numel() == 0:
-        return dict.fromkeys(keys)
+        return a.new_zeros(8)
+    a = torch.where(fin, a, 0)
+    b = torch.where(fin, b, 0)
     diff = (a - b).abs()
     rb = b.abs()
     sd, nd = _scaled_norm(diff)
     sb, nb = _scaled_norm(b)
     sa, na = _scaled_norm(a)
     dot = ((a / sa) * (b / sb)).sum()
-    positive = rb > 0
-    rel = (diff[positive] / rb[positive]).max() if bool(positive.any()) else torch.tensor(math.nan, dtype=torch.float64)
-    values = torch.stack([
-        sd * nd, sb * nb, dot / (na * nb), diff.max(), rel.to(diff.device), rb.sum(), diff.sum(), na,
-    ]).tolist()
+    rel = torch.where(rb > 0, diff / rb, -1.0).max()
+    return torch.stack([sd * nd, sb * nb, dot / (na * nb), diff.max(), rel, rb.sum(), diff.sum(), na])
+
+
+def _statistics_values(values: list[float], n_finite: int) -> dict[str, float | None]:
+    """The statistics fields from `_statistics`'s values; all None without a finite pair."""
+    keys = ("l2_diff", "l2_ref", "cosine", "max_abs", "max_rel", "rmse", "rel_l1")
+    if n_finite == 0:
+        return dict.fromkeys(keys)
     l2_diff, l2_ref, cosine, max_abs, max_rel, sum_ref, sum_diff, norm_a = values
     return {
         "l2_diff": l2_diff,
         "l2_ref": l2_ref,
         "cosine": cosine if (norm_a > 0 and l2_ref > 0) else None,
         "max_abs": max_abs,
-        "max_rel": None if math.isnan(max_rel) else max_rel,
-        "rmse": l2_diff / math.sqrt(a.numel()),
+        "max_rel": None if max_rel < 0 else max_rel,
+        "rmse": l2_diff / math.sqrt(n_finite),
         "rel_l1": sum_diff / sum_ref if sum_ref > 0 else None,
     }
 
@@ -515,14 +543,14 @@ def _hull(r: torch.Tensor, d: torch.Tensor, dtype: torch.dtype) -> tuple[np.ndar
     mantissa, exponent = torch.frexp(r)
     sub = (mantissa * 16).to(torch.int64).clamp(8, 15) - 8
     code = exponent.to(torch.int64) * 8 + sub
+    #    Codes of positive float64 values lie in [_CODE_LOW, _CODE_HIGH], so the bins need no sync to size.
     positive = r > 0
-    low = code[positive].min() if bool(positive.any()) else code.new_tensor(0)
+    low = torch.where(positive, code, _CODE_HIGH).min()
     key = torch.where(positive, code - low + 1, torch.zeros_like(code))
-    bins = torch.zeros(int(key.max()) + 1, dtype=d.dtype, device=d.device)
+    bins = torch.zeros(_CODE_HIGH - _CODE_LOW + 2, dtype=d.dtype, device=d.device)
     bins.scatter_reduce_(0, key, d, reduce="amax", include_self=False)
     lower = torch.cat([bins.new_zeros(1), torch.cummax(bins, 0).values[:-1]])
-    survive = d > lower[key]
-    r, d = r[survive], d[survive]
+    r, d = torch.stack([r, d])[:, d > lower[key]]
     # 2. The Pareto front: sort by r (d descending among equal r), keep the strict prefix maxima of d.
     order = torch.argsort(d, descending=True, stable=True)
     r, d = r[order], d[order]
@@ -532,11 +560,13 @@ def _hull(r: torch.Tensor, d: torch.Tensor, dtype: torch.dtype) -> tuple[np.ndar
     front = torch.ones_like(d, dtype=torch.bool)
     front[1:] = d[1:] > best[:-1]
     # 3. Its upper-left convex chain (on the CPU), then 4. every point the chain does not prove redundant.
-    vr, vd = _chain(r[front].cpu().numpy(), d[front].cpu().numpy())
-    keep = _envelope_mask(r, d, torch.from_numpy(vr).to(r.device), torch.from_numpy(vd).to(r.device), rel, absolute)
+    vr, vd = _chain(*torch.stack([r, d])[:, front].cpu().numpy())
+    chain = torch.from_numpy(np.stack([vr, vd])).to(r.device)
+    keep = _envelope_mask(r, d, chain[0], chain[1], rel, absolute)
     if int(keep.sum()) + len(vr) <= MAX_HULL_POINTS:
-        pr = np.concatenate([r[keep].cpu().numpy(), vr])
-        pd_ = np.concatenate([d[keep].cpu().numpy(), vd])
+        kept = torch.stack([r, d])[:, keep].cpu().numpy()
+        pr = np.concatenate([kept[0], vr])
+        pd_ = np.concatenate([kept[1], vd])
         points = np.unique(np.stack([pr, pd_], axis=1), axis=0)  # sorted by (r, d), duplicates once
         return np.ascontiguousarray(points[:, 0]), np.ascontiguousarray(points[:, 1]), True, 0.0
     if len(vr) <= MAX_HULL_POINTS:

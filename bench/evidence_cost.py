@@ -1,0 +1,75 @@
+"""Benchmark: what one `evidence.measure` call costs, beside one `torch.allclose` on the same tensors.
+
+For fp32 outputs of several sizes (an fp32 kernel's error: a few ulps of relative noise, plus a sprinkle of
+exact matches) it times `measure(out, ref32)`, `measure(out, ref64)` and `torch.allclose(out, ref32)` in
+the same process, interleaved, and prints milliseconds per call and the ratio measure / allclose. With
+`--profile` it also prints the functions where measure spends its time (cProfile, by own time).
+
+    PYTHONPATH=. python bench/evidence_cost.py [--device cuda] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import time
+
+import torch
+
+from oracleaudit.evidence import measure
+
+
+def _case(n: int, device: str, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    ref64 = torch.randn(n, generator=g, dtype=torch.float64)
+    noise = torch.randn(n, generator=g, dtype=torch.float64) * 3e-7
+    noise[torch.rand(n, generator=g) < 0.3] = 0
+    out = (ref64 * (1 + noise)).float()
+    return out.to(device), ref64.float().to(device), ref64.to(device)
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _per_call(fn, device: str, reps: int) -> float:
+    _sync(device)
+    begin = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    _sync(device)
+    return 1000 * (time.perf_counter() - begin) / reps
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--sizes", default="4096,262144,4194304")
+    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    print(f"device {args.device}, torch {torch.__version__}")
+    print(f"{'elements':>10} {'measure fp32 ms':>16} {'measure fp64 ms':>16} {'allclose ms':>12} {'ratio':>7}")
+    for n in (int(s) for s in args.sizes.split(",")):
+        out, r32, r64 = _case(n, args.device)
+        for _ in range(2):  # warm up kernels and caches
+            measure(out, r32), measure(out, r64), torch.allclose(out, r32)
+        t32 = _per_call(lambda: measure(out, r32), args.device, args.reps)
+        t64 = _per_call(lambda: measure(out, r64), args.device, args.reps)
+        tac = _per_call(lambda: torch.allclose(out, r32), args.device, args.reps)
+        print(f"{n:>10} {t32:>16.2f} {t64:>16.2f} {tac:>12.3f} {(t32 + t64) / 2 / tac:>6.0f}x")
+    if args.profile:
+        out, r32, r64 = _case(262144, args.device)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(args.reps):
+            measure(out, r32), measure(out, r64)
+        _sync(args.device)
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(18)
+
+
+if __name__ == "__main__":
+    main()
