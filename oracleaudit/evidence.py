@@ -495,24 +495,28 @@ def _chain(r: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     keep[0] = True
     keep[1:] = d[1:] > best[:-1]
     r, d = r[keep], d[keep]
+    # The cross products below would overflow for huge coordinates (an fp64 reference of an exploding output);
+    # scaling each axis by a positive factor keeps their signs, so the turns are then decided on scaled copies.
+    x, y = (r / r[-1], d / d[-1]) if float(r[-1]) * float(d[-1]) > 1e300 else (r, d)  # Python floats: inf, no warning
     # Vectorised passes drop points below the chord of their neighbours (never a hull vertex) ...
-    while len(r) > 64:
-        cross = (r[1:-1] - r[:-2]) * (d[2:] - d[:-2]) - (d[1:-1] - d[:-2]) * (r[2:] - r[:-2])
-        drop = np.zeros(len(r), dtype=bool)
+    index = np.arange(len(r))
+    while len(index) > 64:
+        xi, yi = x[index], y[index]
+        cross = (xi[1:-1] - xi[:-2]) * (yi[2:] - yi[:-2]) - (yi[1:-1] - yi[:-2]) * (xi[2:] - xi[:-2])
+        drop = np.zeros(len(index), dtype=bool)
         drop[1:-1] = cross >= 0
         if not drop.any():
             break
-        r, d = r[~drop], d[~drop]
+        index = index[~drop]
     # ... then the monotone chain finishes the job.
-    hr: list[float] = []
-    hd: list[float] = []
-    for x, y in zip(r.tolist(), d.tolist()):
-        while len(hr) >= 2 and (hr[-1] - hr[-2]) * (y - hd[-2]) - (hd[-1] - hd[-2]) * (x - hr[-2]) >= 0:
-            hr.pop()
-            hd.pop()
-        hr.append(x)
-        hd.append(y)
-    return np.array(hr, dtype=np.float64), np.array(hd, dtype=np.float64)
+    xs, ys = x.tolist(), y.tolist()
+    hull: list[int] = []
+    for i in index.tolist():
+        while len(hull) >= 2 and ((xs[hull[-1]] - xs[hull[-2]]) * (ys[i] - ys[hull[-2]])
+                                  - (ys[hull[-1]] - ys[hull[-2]]) * (xs[i] - xs[hull[-2]])) >= 0:
+            hull.pop()
+        hull.append(i)
+    return r[hull], d[hull]
 
 
 def _envelope_mask(r: torch.Tensor, d: torch.Tensor, vr: torch.Tensor, vd: torch.Tensor, rel: float,

@@ -318,6 +318,25 @@ def test_the_hull_stays_small_for_a_million_random_elements():
             assert evidence.allclose(atol, rtol) == torch.allclose(out, ref, rtol=rtol, atol=atol)
 
 
+def test_huge_float64_values_build_the_hull_without_overflow_and_stay_exact():
+    """Products of coordinates near 1e160 overflow float64; the hull's turns are decided on scaled copies."""
+    generator = torch.Generator().manual_seed(5)
+    ref = torch.randn(5000, generator=generator, dtype=torch.float64).exp() * 1e160
+    out = ref * (1 + 1e-6 * torch.randn(5000, generator=generator, dtype=torch.float64))
+    out[::7] = ref[::7] * (1.5 + 0.01 * torch.rand(len(ref[::7]), generator=generator, dtype=torch.float64))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an overflow in numpy is a RuntimeWarning
+        evidence = measure(out, ref)
+    assert evidence.hull_complete and len(evidence.hull_r) >= 1
+    for atol, rtol in [(0.0, 0.52), (0.0, 0.5), (1e150, 1e-6), (0.0, 1e-5)]:
+        assert evidence.allclose(atol, rtol) == torch.allclose(out, ref, rtol=rtol, atol=atol)
+    edge = float((out - ref).abs().div(ref.abs()).max())
+    for rtol in (edge, float(np.nextafter(edge, 0)), float(np.nextafter(edge, 1))):
+        assert evidence.allclose(0.0, rtol) == torch.allclose(out, ref, rtol=rtol, atol=0.0)
+
+
 def test_an_all_zero_output_keeps_only_the_hull_and_stays_exact_off_the_hull():
     ref = torch.randn(100_000, generator=torch.Generator().manual_seed(1))
     out = torch.zeros_like(ref)
