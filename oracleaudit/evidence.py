@@ -351,9 +351,10 @@ def measure(out: torch.Tensor, ref: torch.Tensor, *, expected_dtype: torch.dtype
 
 
 def _measure(a: torch.Tensor, b: torch.Tensor, header: dict[str, Any], grid: tuple[float, ...]) -> ErrorEvidence:
-    # The evidence runs on the GPU between a mutant's runs, so it is written for few kernel launches and few
-    # host synchronisations: the counts, grid counts and statistics come back in one transfer, and masked
-    # elements are zeroed (torch.where) rather than gathered, which would synchronise per gather.
+    # The evidence runs on the GPU between a mutant's runs, so host synchronisations are kept few: the counts,
+    # grid counts and statistics come back in one transfer, and masked elements are zeroed (torch.where)
+    # rather than gathered, which would synchronise per gather. (Its cost is the ~150 small kernels it
+    # launches: bench/evidence_cost.py.)
     a = a.reshape(-1)
     b = b.reshape(-1)
     eq = a == b

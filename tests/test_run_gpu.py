@@ -194,8 +194,9 @@ def test_the_dask_backend_records_what_the_local_backend_records(evidence, tmp_p
     # Deterministic variants give the same rows. Where an out-of-bounds write lands depends on the process's
     # memory layout, so the crashing mutant is compared by status only (it may die on another input).
     steady = {"reference", "original", mutants["wrong_constant"].id}
-    # A nullable column (e.g. ref_matmul_tf32, null on a crash row) reads as object where the store holds a
-    # null and as bool where it does not, so the two stores are compared by value, not by pandas dtype.
+    # A nullable column (e.g. ref_matmul_tf32, null on the rows the supervisor records for a hung or killed
+    # worker) reads as object where the store holds a null and as bool where it does not, so the two stores
+    # are compared by value, not by pandas dtype.
     volatile = ["time_ms", "error_message"]
     pd.testing.assert_frame_equal(
         rows[rows.mutant_id.isin(steady)].drop(columns=volatile).sort_values(keys).reset_index(drop=True),
