@@ -1,0 +1,75 @@
+"""Benchmark (CPU + nvcc): where the run stage's build time goes, for one variant and for many.
+
+Plans the compile-once extension of one solution (`build.plan_build`) twice, with only the original and
+with the original plus N mutants, and compiles each one's CUDA translation unit with `nvcc -c --time`
+(torch's nvcc flags and include paths, as `load_inline` compiles it) after one warm-up compile. Prints the
+time of every nvcc phase side by side and the ratio of the totals: how much a namespace-cloned variant adds
+to a build, against the fixed cost of parsing the torch headers (cudafe++, cicc and the host compiler each
+parse them). Needs nvcc and torch's headers, no GPU.
+
+    PYTHONPATH=. python bench/build_cost.py [--mutants bench/data/mutants_3x20] [--problem level2/1_Gemm_Bias_ReLU]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from oracleaudit.build import plan_build
+from oracleaudit.compiler import ARCH, Toolchain
+from oracleaudit.mutant import read_mutants
+
+
+def _compile(toolchain: Toolchain, source: str, workdir: Path, tag: str) -> tuple[float, dict[str, float]]:
+    """(wall seconds, seconds per nvcc phase) of compiling `source` to an object file."""
+    unit, times = workdir / f"{tag}.cu", workdir / f"{tag}.csv"
+    unit.write_text(source)
+    flags = ["-c", f"-arch={ARCH}", "-w", "-Xcompiler", "-fPIC", *toolchain.torch_flags, *toolchain.host_flags]
+    begin = time.perf_counter()
+    subprocess.run([toolchain.nvcc, *flags, unit.name, "-o", f"{tag}.o", "--time", times.name], cwd=workdir,
+                   check=True, capture_output=True)
+    wall = time.perf_counter() - begin
+    phases: dict[str, float] = {}
+    with times.open() as f:
+        for row in csv.reader(f):
+            cells = [c.strip() for c in row]
+            if len(cells) >= 2 and cells[-1] == "ms" and cells[1] != "nvcc (driver)":
+                phases[cells[1]] = phases.get(cells[1], 0.0) + float(cells[-2]) / 1000
+    return wall, phases
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mutants", type=Path, default=Path("bench/data/mutants_3x20"))
+    parser.add_argument("--problem", default="level2/1_Gemm_Bias_ReLU")
+    args = parser.parse_args()
+    group = [m for m in read_mutants(args.mutants) if m.problem == args.problem and m.status == "Pending"]
+    if not group:
+        raise SystemExit(f"{args.mutants}: no Pending mutants of {args.problem}")
+    solution = Path(group[0].source)
+    toolchain = Toolchain()
+    sources = {
+        "original only": plan_build(solution, []).extensions[0].cuda_source,
+        f"original + {len(group)} mutants": plan_build(solution, group).extensions[0].cuda_source,
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        _compile(toolchain, sources["original only"], Path(tmp), "warmup")  # warm the file-system caches
+        results = {name: _compile(toolchain, text, Path(tmp), f"unit{i}")
+                   for i, (name, text) in enumerate(sources.items())}
+    names = list(results)
+    print(f"{solution} ({toolchain.version}), one CUDA translation unit, seconds")
+    print(f"{'phase':<24}" + "".join(f"{n:>28}" for n in names))
+    for phase in results[names[0]][1]:
+        print(f"{phase:<24}" + "".join(f"{results[n][1].get(phase, 0.0):>28.1f}" for n in names))
+    print(f"{'wall':<24}" + "".join(f"{results[n][0]:>28.1f}" for n in names))
+    one, many = results[names[0]][0], results[names[1]][0]
+    print(f"ratio: {many / one:.2f}x the build time for {len(group) + 1} variants instead of 1 "
+          f"({(many - one) / len(group):+.2f} s per added variant)")
+
+
+if __name__ == "__main__":
+    main()
