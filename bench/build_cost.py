@@ -15,12 +15,14 @@ from __future__ import annotations
 import argparse
 import csv
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from oracleaudit.build import plan_build
 from oracleaudit.compiler import ARCH, Toolchain
+from oracleaudit.errors import OracleAuditError
 from oracleaudit.mutant import read_mutants
 
 
@@ -49,7 +51,7 @@ def main() -> None:
     args = parser.parse_args()
     group = [m for m in read_mutants(args.mutants) if m.problem == args.problem and m.status == "Pending"]
     if not group:
-        raise SystemExit(f"{args.mutants}: no Pending mutants of {args.problem}")
+        sys.exit(f"build_cost.py: error: {args.mutants}: no Pending mutants of {args.problem}")
     solution = Path(group[0].source)
     toolchain = Toolchain()
     sources = {
@@ -72,4 +74,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except (OracleAuditError, OSError, subprocess.CalledProcessError) as err:
+        sys.exit(f"build_cost.py: error: {err}")

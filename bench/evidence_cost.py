@@ -43,16 +43,27 @@ def _per_call(fn, device: str, reps: int) -> float:
     return 1000 * (time.perf_counter() - begin) / reps
 
 
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(s) for s in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
+    if any(n < 1 for n in sizes):
+        raise argparse.ArgumentTypeError(f"sizes must be ≥ 1: {text!r}")
+    return sizes
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--sizes", default="4096,262144,4194304")
+    parser.add_argument("--sizes", type=_sizes, default="4096,262144,4194304",
+                        help="comma-separated element counts")
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     print(f"device {args.device}, torch {torch.__version__}")
     print(f"{'elements':>10} {'measure fp32 ms':>16} {'measure fp64 ms':>16} {'allclose ms':>12} {'ratio':>7}")
-    for n in (int(s) for s in args.sizes.split(",")):
+    for n in args.sizes:
         out, r32, r64 = _case(n, args.device)
         for _ in range(2):  # warm up kernels and caches
             measure(out, r32), measure(out, r64), torch.allclose(out, r32)
