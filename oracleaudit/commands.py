@@ -161,6 +161,39 @@ def _run_run(args: argparse.Namespace) -> int:
     return 0 if result.variants or result.skipped or not result.errors else 1
 
 
+@command
+def register_merge(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "merge", help="merge evidence stores of one run made on separate machines",
+        description="Add to the evidence store INTO the observations of each STORE whose keys it lacks (INTO's "
+                    "rows win, then the stores' in the order given). The stores must have been made with the "
+                    "same input pool. INTO is created when missing. A store that cannot be read is reported "
+                    "and skipped; the others are merged.")
+    parser.add_argument("stores", type=Path, nargs="+", metavar="STORE", help="evidence store folders to add")
+    parser.add_argument("--into", type=Path, required=True, metavar="INTO", help="the evidence store to add to")
+    parser.add_argument("--compact", action="store_true",
+                        help="rewrite INTO as one Parquet part sorted by key afterwards")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.set_defaults(handler=_run_merge)
+
+
+def _run_merge(args: argparse.Namespace) -> int:
+    from oracleaudit.cli import print_json
+    from oracleaudit.store import merge_stores
+
+    summary = merge_stores(args.into, args.stores, compact=args.compact)
+    for line in summary["errors"]:
+        print(f"oracleaudit: error: {line}", file=sys.stderr)
+    if args.json:
+        print_json(summary)
+    else:
+        for store, rows in summary["added"].items():
+            print(f"{store}: {rows} rows added")
+        if summary["added"]:
+            print(f"{summary['into']}: {summary['rows']} rows")
+    return 1 if summary["errors"] else 0
+
+
 # ---- scoring (stage 3) ---------------------------------------------------------------------------------
 
 

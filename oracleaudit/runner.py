@@ -276,7 +276,7 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
     """Run every Pending mutant (and each solution's original) through the pool on the GPUs; append the
     observations to the evidence store at `out`. Safe to interrupt and run again."""
     from oracleaudit.progress import progress_bar
-    from oracleaudit.store import EvidenceStore
+    from oracleaudit.store import RUN_IDENTITY, EvidenceStore
 
     started = time.perf_counter()
     if per_solution is not None and per_solution < 1:
@@ -296,7 +296,7 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
     # sha256, so another mutants.jsonl of the same sources (e.g. mutate run again) may continue a store; the
     # pool may not. `mutants_sha256` records the mutants file of the run that created the store.
     store = EvidenceStore(out).open_or_create({"pool": pool, "mutants_sha256": _sha256(mutants_dir)},
-                                              identity=("pool",))
+                                              identity=RUN_IDENTITY)
     # A variant's rows are appended in one part, so any committed row means the whole variant is recorded.
     done = {f"{problem}::{mutant}" for problem, mutant, _ in store.done_keys()}
     jobs, errors, recorded = plan_jobs(mutants, pool, build_root(), done, per_solution)

@@ -64,11 +64,13 @@ __all__ = [
     "PARTS_DIR",
     "REFERENCE",
     "REQUIRED_COLUMNS",
+    "RUN_IDENTITY",
     "RUNTIME_ERROR",
     "SHAPE_MISMATCH",
     "STATUSES",
     "STORE_SCHEMA_VERSION",
     "TIMEOUT",
+    "merge_stores",
 ]
 
 STORE_SCHEMA_VERSION = 1
@@ -89,6 +91,9 @@ ORIGINAL = "original"
 REFERENCE = "reference"
 
 KEY_COLUMNS = ("problem", "mutant_id", "input_id", "output_index")
+# The meta keys on which the stores of one run agree: a resumed run and `merge_stores` compare only these;
+# the other keys (e.g. mutants_sha256) record the run that created the store.
+RUN_IDENTITY = ("pool",)
 REQUIRED_COLUMNS = ("problem", "mutant_id", "input_id", "input_seed", "shape_variant", "distribution",
                     "output_index", "status")
 
@@ -283,10 +288,11 @@ class EvidenceStore:
         keys |= batch
         return path
 
-    def merge(self, others: Iterable["EvidenceStore | Path | str"]) -> int:
+    def merge(self, others: Iterable["EvidenceStore | Path | str"], identity: Sequence[str] | None = None) -> int:
         """Add the rows of other stores (partial stores of other workers or machines of the same run) whose
         keys this store lacks, as one part sorted by key; a key present in several stores is taken from the
-        first (this store, then `others` in order). Returns the number of rows added."""
+        first (this store, then `others` in order). Their meta must equal this store's on the keys in
+        `identity` (default: all keys). Returns the number of rows added."""
         manifest = self._require()
         keys = set(self._key_set())
         tables = []
@@ -294,7 +300,8 @@ class EvidenceStore:
             store = other if isinstance(other, EvidenceStore) else EvidenceStore(other)
             if store._manifest is None:
                 store.open()
-            if store.meta != self.meta:
+            names = set(store.meta) | set(self.meta) if identity is None else set(identity)
+            if any(store.meta.get(k) != self.meta.get(k) for k in names):
                 raise OracleAuditError(
                     f"{store.manifest_path}: cannot merge a store of a different run into {self.path}")
             table = _dedupe_first(store.read_table())
@@ -431,3 +438,40 @@ class EvidenceStore:
                 table = table.select(list(columns))
         return table
 
+
+
+def merge_stores(target: Path, sources: Sequence[Path], compact: bool = False) -> dict[str, Any]:
+    """`oracleaudit merge`: add to the store at `target` the rows of each source store whose keys it lacks
+    (the target's rows first, then the sources' in order), creating the target with the first readable
+    source's meta when it does not exist. Sources must agree with the target on `RUN_IDENTITY`. A source
+    that cannot be read or belongs to another run is reported (one line naming it) and skipped; the others
+    are merged (nothing is, when the target is missing and no source can be read). With `compact`, the
+    target is rewritten as one part sorted by key.
+    Returns {"into", "added" (rows per source), "rows", "errors"}."""
+    errors: list[str] = []
+    readable: list[EvidenceStore] = []
+    for source in sources:
+        if Path(source).resolve() == Path(target).resolve():
+            errors.append(f"{source}: is the target store itself")
+            continue
+        try:
+            readable.append(EvidenceStore(source).open())
+        except OracleAuditError as err:
+            errors.append(str(err))
+    into = EvidenceStore(target)
+    if into.exists():
+        into.open()
+    elif readable:
+        into.create(readable[0].meta)
+    else:
+        errors.append(f"{into.manifest_path}: no such file, and no readable source store to make it from")
+        return {"into": str(into.path), "added": {}, "rows": 0, "errors": errors}
+    added: dict[str, int] = {}
+    for store in readable:
+        try:
+            added[str(store.path)] = into.merge([store], identity=RUN_IDENTITY)
+        except OracleAuditError as err:
+            errors.append(str(err))
+    if compact:
+        into.compact()
+    return {"into": str(into.path), "added": added, "rows": into.num_rows, "errors": errors}

@@ -25,6 +25,7 @@ from oracleaudit.store import (
     ORIGINAL,
     PARTS_DIR,
     REFERENCE,
+    RUN_IDENTITY,
     RUNTIME_ERROR,
     SCHEMA_VERSION_KEY,
     EvidenceStore,
@@ -209,6 +210,59 @@ def test_merging_a_store_of_another_run_is_refused(tmp_path: Path):
     theirs.append(all_rows()[:2])
     with pytest.raises(OracleAuditError, match="theirs/manifest.json: cannot merge a store of a different run"):
         mine.merge([theirs])
+
+
+def test_merge_with_the_run_identity_accepts_stores_made_from_another_mutants_file(tmp_path: Path):
+    """Machines given different shares of the mutants record different mutants_sha256 but the same pool."""
+    mine = EvidenceStore(tmp_path / "mine").create(META)
+    theirs = EvidenceStore(tmp_path / "theirs").create({**META, "mutants_sha256": "ef" * 32})
+    theirs.append(all_rows()[:2])
+    assert mine.merge([theirs], identity=RUN_IDENTITY) == 2
+    assert mine.meta == META  # the target keeps the meta of the run that created it
+    other_pool = EvidenceStore(tmp_path / "other_pool").create({**META, "pool": "extended"})
+    other_pool.append(all_rows()[2:3])
+    with pytest.raises(OracleAuditError, match="other_pool/manifest.json: cannot merge a store of a different run"):
+        mine.merge([other_pool], identity=RUN_IDENTITY)
+
+
+def test_the_merge_command_unions_stores_reports_bad_ones_and_merges_the_rest(tmp_path: Path, capsys):
+    from oracleaudit.cli import main
+
+    rows = all_rows()
+    for name, chunk in (("a", rows[:8]), ("b", rows[5:])):
+        EvidenceStore(tmp_path / name).create(META).append(chunk)
+    (tmp_path / "not_a_store").mkdir()
+    EvidenceStore(tmp_path / "other_pool").create({**META, "pool": "extended"}).append(rows[:1])
+    code = main(["merge", str(tmp_path / "a"), str(tmp_path / "not_a_store"), str(tmp_path / "other_pool"),
+                 str(tmp_path / "b"), "--into", str(tmp_path / "all"), "--compact", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert err.splitlines() == [
+        f"oracleaudit: error: {tmp_path / 'not_a_store' / MANIFEST_FILE}: no such file (not an evidence store)",
+        f"oracleaudit: error: {tmp_path / 'other_pool' / MANIFEST_FILE}: cannot merge a store of a different run "
+        f"into {tmp_path / 'all'}",
+    ]
+    summary = json.loads(out)
+    assert summary["added"] == {str(tmp_path / "a"): 8, str(tmp_path / "b"): len(rows) - 8}
+    merged = EvidenceStore(tmp_path / "all").open()
+    assert merged.meta == META and merged.num_rows == len(rows) and len(merged.parts) == 1
+    frame = merged.read()
+    assert sorted(zip(*(frame[k] for k in KEY_COLUMNS))) == sorted(tuple(r[k] for k in KEY_COLUMNS) for r in rows)
+    # running it again adds nothing; a target that is one of the sources is refused for that source only
+    assert main(["merge", str(tmp_path / "a"), "--into", str(tmp_path / "all")]) == 0
+    assert "0 rows added" in capsys.readouterr().out
+    assert main(["merge", str(tmp_path / "all"), "--into", str(tmp_path / "all")]) == 1
+    assert "is the target store itself" in capsys.readouterr().err
+
+
+def test_the_merge_command_without_any_readable_store_says_why_in_one_line_per_file(tmp_path: Path, capsys):
+    from oracleaudit.cli import main
+
+    assert main(["merge", str(tmp_path / "missing"), "--into", str(tmp_path / "all")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and err[0].endswith("missing/manifest.json: no such file (not an evidence store)")
+    assert err[1].endswith("all/manifest.json: no such file, and no readable source store to make it from")
+    assert not (tmp_path / "all").exists()
 
 
 def test_compact_gives_a_byte_identical_part_whatever_the_arrival_order(tmp_path: Path):
