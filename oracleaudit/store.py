@@ -439,7 +439,6 @@ class EvidenceStore:
         return table
 
 
-
 def merge_stores(target: Path, sources: Sequence[Path], compact: bool = False) -> dict[str, Any]:
     """`oracleaudit merge`: add to the store at `target` the rows of each source store whose keys it lacks
     (the target's rows first, then the sources' in order), creating the target with the first readable
