@@ -56,6 +56,7 @@ the margin above covers double rounding, but CUDA's kernels are not proven to ro
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, fields
 from typing import Any, Mapping, Sequence
@@ -399,15 +400,10 @@ def _measure(a: torch.Tensor, b: torch.Tensor, header: dict[str, Any], grid: tup
         **_statistics_values(values[8 + len(grid):-1], n_finite))
 
 
-_GRID_TENSORS: dict[tuple, torch.Tensor] = {}
-
-
+@functools.cache
 def _grid_tensor(grid: tuple[float, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """The grid as a tensor on the device (made once per grid, dtype and device)."""
-    key = (grid, dtype, str(device))
-    if key not in _GRID_TENSORS:
-        _GRID_TENSORS[key] = torch.tensor(grid, dtype=dtype, device=device)
-    return _GRID_TENSORS[key]
+    return torch.tensor(grid, dtype=dtype, device=device)
 
 
 def _within_counts(a: torch.Tensor, b: torch.Tensor, n_eq: torch.Tensor, rest: torch.Tensor, r: torch.Tensor,

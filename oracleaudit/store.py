@@ -148,6 +148,12 @@ def _write_part(table: pa.Table, path: Path) -> None:
         raise
 
 
+def _meta_differences(a: Mapping[str, Any], b: Mapping[str, Any], identity: Sequence[str] | None) -> list[str]:
+    """The keys of `identity` (default: every key of either) on which two stores' meta differ, sorted."""
+    keys = set(a) | set(b) if identity is None else set(identity)
+    return sorted(k for k in keys if a.get(k) != b.get(k))
+
+
 def _dedupe_first(table: pa.Table) -> pa.Table:
     """The first row of each key, in the table's order."""
     if table.num_rows == 0:
@@ -236,9 +242,8 @@ class EvidenceStore:
             return self.create(meta)
         self.open()
         meta = self._check_meta(meta)
-        keys = set(meta) | set(self.meta) if identity is None else set(identity)
-        if any(meta.get(k) != self.meta.get(k) for k in keys):
-            changed = sorted(k for k in keys if meta.get(k) != self.meta.get(k))
+        changed = _meta_differences(meta, self.meta, identity)
+        if changed:
             raise OracleAuditError(
                 f"{self.manifest_path}: made for a different run (meta differs in {', '.join(changed)})")
         return self
@@ -300,8 +305,7 @@ class EvidenceStore:
             store = other if isinstance(other, EvidenceStore) else EvidenceStore(other)
             if store._manifest is None:
                 store.open()
-            names = set(store.meta) | set(self.meta) if identity is None else set(identity)
-            if any(store.meta.get(k) != self.meta.get(k) for k in names):
+            if _meta_differences(store.meta, self.meta, identity):
                 raise OracleAuditError(
                     f"{store.manifest_path}: cannot merge a store of a different run into {self.path}")
             table = _dedupe_first(store.read_table())
