@@ -119,6 +119,8 @@ def _run_mutate(args: argparse.Namespace) -> int:
 
 @command
 def register_run(sub: argparse._SubParsersAction) -> None:
+    from oracleaudit.runner import JOB_SIZE  # light: the runner imports torch only when it runs
+
     parser = sub.add_parser(
         "run", help="run every mutant against the input pool on the GPU and record error evidence",
         description="Build each solution and all its mutants once (one extension, a namespace per variant), run "
@@ -135,8 +137,11 @@ def register_run(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--per-solution", type=int, metavar="N",
                         help="run only the first N Pending mutants of each solution by id (a deterministic sample)")
     parser.add_argument("--workers-per-gpu", type=int, default=1, metavar="K",
-                        help="worker processes sharing each GPU, each on its own solution (default: 1; more "
+                        help="worker processes sharing each GPU, each on its own job (default: 1; more "
                              "keeps the GPU busy while workers do host-side work)")
+    parser.add_argument("--job-size", type=int, default=JOB_SIZE, metavar="N",
+                        help="share a solution's variants among the workers in slices of at most N (default: "
+                             "%(default)s; each slice computes the references again)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(handler=_run_run)
 
@@ -148,7 +153,7 @@ def _run_run(args: argparse.Namespace) -> int:
     result = runner.run(args.mutants, args.out, pool=args.pool, gpus=args.gpus, backend=args.backend,
                         scheduler=args.scheduler, timeout_factor=args.timeout_factor,
                         per_solution=args.per_solution, workers_per_gpu=args.workers_per_gpu,
-                        show_progress=not args.json)
+                        job_size=args.job_size, show_progress=not args.json)
     for line in result.errors:
         print(f"oracleaudit: {line}", file=sys.stderr)
     summary = result.summary()

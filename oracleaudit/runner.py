@@ -1,6 +1,12 @@
 """The run stage: mutants → jobs (one per solution) → GPU workers under supervision (timeouts, crashes,
 restarts) → observation rows appended to the evidence store; resumable at variant granularity.
 
+Scheduling (local backend): every extension of every job is built in a process pool, the jobs with the most
+variants first; once all of a job's extensions are built, the job is cut into slices of at most `job_size`
+variants (`split_job`) which any worker may take, so a solution with hundreds of mutants is not run by one
+worker while the others sit idle. Each slice loads the same cached extensions; only the first records the
+references and the original, the others run the original once, unrecorded, to time their deadlines.
+
 Supervision: each GPU has one worker subprocess (worker.py). The supervisor waits for the worker's messages
 with a deadline: while building, `BUILD_TIMEOUT_S`; for the original, `ORIGINAL_TIMEOUT_S`; for a mutant,
 `timeout_floor_s + timeout_factor × (the original's time over all inputs)`. A worker that misses a deadline
@@ -23,7 +29,7 @@ import queue
 import threading
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -34,6 +40,7 @@ from oracleaudit.worker import ORIGINAL, REFERENCE, Job, usable_cpus
 
 BUILD_TIMEOUT_S = 3600.0
 ORIGINAL_TIMEOUT_S = 600.0
+JOB_SIZE = 48  # variants per slice of a job: a slice's fixed cost (references, timing the original) is ~3 s
 
 
 @dataclass
@@ -94,6 +101,33 @@ def plan_jobs(mutants: list[Mutant], pool: str, build_root: Path, done: set[str]
                         mutants=tuple(_as_dict(m) for m in group), pool=pool_ref, entry_keys=keys,
                         build_dir=str(build_root), device="cuda:0", skip_variants=skip))
     return jobs, errors, recorded
+
+
+def split_job(job: Job, size: int) -> list[Job]:
+    """Cut a job into slices of at most `size` of its variants still to run, as even as possible. A slice is
+    the job with the other slices' mutants added to `skip_variants`: every slice plans (and loads) the same
+    extensions. The first slice records the references and the original; the later ones skip them, which
+    makes their workers run the original unrecorded to time the deadlines (as a resumed job does)."""
+    if size < 1:
+        raise ValueError(f"a job slice holds at least one variant, got {size}")
+    skip = set(job.skip_variants)
+    todo = [m["id"] for m in job.mutants if m["id"] not in skip]
+    if len(todo) <= size:
+        return [job]
+    count = -(-len(todo) // size)
+    width = -(-len(todo) // count)
+    slices = []
+    for start in range(0, len(todo), width):
+        others = set(todo) - set(todo[start:start + width])
+        if start:
+            others |= {REFERENCE, ORIGINAL}
+        slices.append(replace(job, skip_variants=tuple(sorted(skip | others))))
+    return slices
+
+
+def variants_to_run(job: Job) -> int:
+    """The variants a job records: its mutants and the original, less those already recorded."""
+    return len(job.mutants) + 1 - len(set(job.skip_variants) - {REFERENCE})
 
 
 def build_root() -> Path:
@@ -173,8 +207,6 @@ class Supervisor:
 
     def run(self, job: Job) -> list[str]:
         """Run a job to the end; returns error lines (a job-level failure such as a failed build)."""
-        from dataclasses import replace
-
         job = replace(job, device=f"cuda:{self.gpu}")
         entries = job.entry_keys
         skip = set(job.skip_variants)
@@ -272,9 +304,11 @@ class Supervisor:
 
 def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = None, backend: str = "local",
         scheduler: str | None = None, timeout_factor: float = 10.0, timeout_floor_s: float = 30.0,
-        per_solution: int | None = None, workers_per_gpu: int = 1, show_progress: bool = True) -> RunResult:
+        per_solution: int | None = None, workers_per_gpu: int = 1, job_size: int = JOB_SIZE,
+        show_progress: bool = True) -> RunResult:
     """Run every Pending mutant (and each solution's original) through the pool on the GPUs; append the
-    observations to the evidence store at `out`. Safe to interrupt and run again."""
+    observations to the evidence store at `out`. Safe to interrupt and run again. With the local backend a
+    job is shared out in slices of at most `job_size` variants."""
     from oracleaudit.progress import progress_bar
     from oracleaudit.store import RUN_IDENTITY, EvidenceStore
 
@@ -285,6 +319,8 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
         raise OracleAuditError(f"--timeout-factor must be > 0, got {timeout_factor}")
     if workers_per_gpu < 1:
         raise OracleAuditError(f"--workers-per-gpu must be ≥ 1, got {workers_per_gpu}")
+    if job_size < 1:
+        raise OracleAuditError(f"--job-size must be ≥ 1, got {job_size}")
     if backend not in ("local", "dask"):
         raise OracleAuditError(f"--backend must be local or dask, got {backend!r}")
     if backend == "dask" and not scheduler:
@@ -305,7 +341,7 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
         result.wall_s = time.perf_counter() - started
         return result
     lock = threading.Lock()
-    total = sum(len(j.mutants) + 1 - len(set(j.skip_variants) - {REFERENCE}) for j in jobs)
+    total = sum(variants_to_run(job) for job in jobs)
 
     with progress_bar("running variants", total=total, enabled=show_progress) as advance:
         def on_rows(key: str, rows: list[dict]) -> None:
@@ -318,25 +354,43 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
                     advance(1)
 
         if backend == "local":
-            _run_local(jobs, gpus, workers_per_gpu, on_rows, timeout_factor, timeout_floor_s, out, result)
+            _run_local(jobs, gpus, workers_per_gpu, job_size, on_rows, timeout_factor, timeout_floor_s, out,
+                       result)
         else:
             _run_dask(jobs, scheduler, on_rows, timeout_factor, timeout_floor_s, out, result)
     result.wall_s = time.perf_counter() - started
     return result
 
 
-def _prebuild_one(job: Job) -> float:
-    """Compile a job's extensions (CPU work) so the GPU worker finds them built; returns the seconds spent.
-    A failure is left to the worker, which meets it again and reports it for the job."""
+def _prebuild_one(job: Job, extension: int | None) -> float:
+    """Compile one extension of a job (all of them with `extension` None) so the GPU worker finds it built
+    (CPU work); returns the seconds spent. A failure is left to the worker, which meets it again, drops the
+    mutants whose clones do not build (build_isolating) and reports it."""
     from oracleaudit import build as builds
     from oracleaudit.mutant import Mutant
 
     started = time.perf_counter()
+    mutants = [Mutant(**m) for m in job.mutants]
     try:
-        builds.build_isolating(Path(job.solution), [Mutant(**m) for m in job.mutants], Path(job.build_dir))
+        if extension is None:
+            builds.build_isolating(Path(job.solution), mutants, Path(job.build_dir))
+        else:
+            plan = builds.plan_build(Path(job.solution), mutants)
+            builds.build(replace(plan, extensions=[plan.extensions[extension]]), Path(job.build_dir))
     except Exception:
         pass
     return time.perf_counter() - started
+
+
+def _extension_count(job: Job) -> int | None:
+    """How many extensions a job's build plan has (None if it cannot be planned: the worker reports why)."""
+    from oracleaudit import build as builds
+    from oracleaudit.mutant import Mutant
+
+    try:
+        return len(builds.plan_build(Path(job.solution), [Mutant(**m) for m in job.mutants]).extensions)
+    except Exception:
+        return None
 
 
 def _ignore_sigint() -> None:
@@ -347,23 +401,37 @@ def _ignore_sigint() -> None:
 
 def prebuild_in_order(jobs: list[Job], ready: Callable[[Job, float], None], stop: threading.Event,
                       processes: int | None = None) -> None:
-    """Build every job's extensions in parallel processes, calling `ready(job, seconds)` as each finishes, so
-    GPU workers start on the first built solution while the CPU cores build the rest (builds are CPU-bound,
-    runs mostly GPU-bound). The build processes ignore Ctrl-C; the pool is terminated when `stop` is set."""
+    """Build every extension of every job in parallel processes, the jobs with the most variants first, and
+    call `ready(job, seconds)` once all of a job's extensions are built, so GPU workers start on the first
+    built solution while the CPU cores build the rest (builds are CPU-bound, runs mostly GPU-bound). One
+    solution's extensions build side by side. The build processes ignore Ctrl-C; the pool is terminated when
+    `stop` is set."""
     if not jobs:
         return
+    order = sorted(range(len(jobs)), key=lambda i: -variants_to_run(jobs[i]))
+    tasks = []
+    for index in order:
+        count = _extension_count(jobs[index])
+        tasks += [(index, None)] if count is None else [(index, number) for number in range(count)]
+    left = defaultdict(int)
+    for index, _ in tasks:
+        left[index] += 1
+    spent: dict[int, float] = defaultdict(float)
     processes = processes or max(1, usable_cpus() // 2)
     context = multiprocessing.get_context("spawn")
-    with context.Pool(min(processes, len(jobs)), initializer=_ignore_sigint) as pool:
-        pending = [pool.apply_async(_prebuild_one, (job,)) for job in jobs]
-        waiting = dict(enumerate(pending))
+    with context.Pool(min(processes, len(tasks)), initializer=_ignore_sigint) as pool:
+        waiting = {task: pool.apply_async(_prebuild_one, (jobs[task[0]], task[1])) for task in tasks}
         while waiting and not stop.is_set():
-            for index in [i for i, result in waiting.items() if result.ready()]:
+            for task in [t for t, result in waiting.items() if result.ready()]:
                 try:
-                    seconds = waiting.pop(index).get()
+                    seconds = waiting.pop(task).get()
                 except Exception:  # a crashed build process: the worker builds (and reports) it itself
                     seconds = 0.0
-                ready(jobs[index], seconds)
+                index = task[0]
+                spent[index] += seconds
+                left[index] -= 1
+                if not left[index]:
+                    ready(jobs[index], spent[index])
             time.sleep(0.2)
 
 
@@ -379,7 +447,8 @@ def _require_gpus(gpus: int | None) -> int:
     return count
 
 
-def _run_local(jobs, gpus, workers_per_gpu, on_rows, timeout_factor, timeout_floor_s, out, result) -> None:
+def _run_local(jobs, gpus, workers_per_gpu, job_size, on_rows, timeout_factor, timeout_floor_s, out,
+               result) -> None:
     from joblib import Parallel, delayed
 
     count = _require_gpus(gpus)
@@ -391,7 +460,8 @@ def _run_local(jobs, gpus, workers_per_gpu, on_rows, timeout_factor, timeout_flo
     def ready(job: Job, seconds: float) -> None:
         result.build_s += seconds
         queued.add(id(job))
-        work.put(job)
+        for piece in split_job(job, job_size):
+            work.put(piece)
 
     def feed() -> None:
         try:
@@ -399,7 +469,8 @@ def _run_local(jobs, gpus, workers_per_gpu, on_rows, timeout_factor, timeout_flo
         except Exception:  # no process pool (e.g. out of memory): the workers build the rest themselves
             for job in jobs:
                 if id(job) not in queued:
-                    work.put(job)
+                    for piece in split_job(job, job_size):
+                        work.put(piece)
         finally:
             for _ in range(slots):
                 work.put(None)

@@ -204,3 +204,30 @@ def test_the_dask_backend_records_what_the_local_backend_records(evidence, tmp_p
         .reset_index(drop=True), check_dtype=False)
     crashed = rows[rows.mutant_id == mutants["illegal_address"].id]
     assert len(crashed) >= 1 and set(crashed.status) == {"RuntimeError"}, crashed[["input_id", "status"]]
+
+
+@pytest.mark.gpu
+def test_a_solution_shared_out_in_one_variant_slices_gives_the_evidence_of_one_job(evidence, tmp_path) -> None:
+    """Two workers on one GPU take the test solution's variants one slice each (the crash and the hang among
+    them): every variant is recorded once, the references and the original once, with the same values."""
+    import pandas as pd
+
+    root, mutants, *_, whole = evidence
+    shutil.copytree(DATA, tmp_path, dirs_exist_ok=True)
+    make_mutants(tmp_path)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        result = runner.run(Path("mutants"), Path("evidence"), pool=str(root / "tiny_pool.toml"), gpus=1,
+                            timeout_floor_s=15.0, workers_per_gpu=2, job_size=1, show_progress=False)
+    assert result.errors == [] and result.variants == len(EDITS) + 1, result.errors
+    rows = EvidenceStore(tmp_path / "evidence").open().read()
+    keys = ["problem", "mutant_id", "input_id", "output_index"]
+    assert not rows[keys].duplicated().any() and len(rows) == len(whole)
+    for name, *_, status in EDITS:
+        assert set(rows[rows.mutant_id == mutants[name].id].status) == {status}, name
+    steady = {"reference", "original", mutants["wrong_constant"].id, mutants["huge_allocation"].id}
+    volatile = ["time_ms", "error_message"]
+    pd.testing.assert_frame_equal(
+        rows[rows.mutant_id.isin(steady)].drop(columns=volatile).sort_values(keys).reset_index(drop=True),
+        whole[whole.mutant_id.isin(steady)].drop(columns=volatile).sort_values(keys).reset_index(drop=True),
+        check_dtype=False)

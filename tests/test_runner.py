@@ -64,6 +64,38 @@ def test_recorded_variants_are_skipped_and_a_fully_recorded_solution_is_not_run(
     assert jobs == [] and recorded == len(mutants) + 1
 
 
+def test_a_job_is_cut_into_even_slices_that_record_each_variant_once(workdir: Path) -> None:
+    from dataclasses import replace
+
+    (job,) = plan(workdir)[0]
+    # 12 mutants: the test solution's 4, three times under distinct ids (slicing looks only at ids)
+    job = replace(job, mutants=tuple({**m, "id": f"{m['id']}-{n}"} for n, m in enumerate(job.mutants * 3)))
+    every = [m["id"] for m in job.mutants]
+    slices = runner.split_job(job, 5)
+    assert len(slices) == 3  # 12 variants in at most 5 each: three slices of 4, not 5 + 5 + 2
+    runs = [[v for v in every if v not in piece.skip_variants] for piece in slices]
+    assert [len(r) for r in runs] == [4, 4, 4] and sum(runs, []) == every
+    assert "original" not in slices[0].skip_variants and "reference" not in slices[0].skip_variants
+    assert all({"original", "reference"} <= set(piece.skip_variants) for piece in slices[1:])
+    assert all(piece.mutants == job.mutants for piece in slices)  # the same build plan in every slice
+    assert sum(runner.variants_to_run(piece) for piece in slices) == runner.variants_to_run(job) == 13
+
+
+def test_slicing_keeps_recorded_variants_skipped_and_leaves_a_small_job_whole(workdir: Path) -> None:
+    from dataclasses import replace
+
+    (job,) = plan(workdir)[0]
+    first, *rest = [m["id"] for m in job.mutants]
+    resumed = replace(job, skip_variants=("original", "reference", first))
+    slices = runner.split_job(resumed, 1)
+    assert len(slices) == len(rest)
+    assert all({"original", "reference", first} <= set(piece.skip_variants) for piece in slices)
+    assert [[v for v in rest if v not in piece.skip_variants] for piece in slices] == [[v] for v in rest]
+    assert runner.split_job(job, len(job.mutants)) == [job]
+    with pytest.raises(ValueError):
+        runner.split_job(job, 0)
+
+
 def test_a_solution_changed_since_mutate_is_reported_and_not_run(workdir: Path) -> None:
     solution = workdir / "solutions" / "level1" / "1_ScaleShift.py"
     solution.write_text(solution.read_text() + "\n# edited\n")
@@ -86,6 +118,7 @@ def test_run_without_a_gpu_says_so_in_one_line(workdir: Path) -> None:
     ({"backend": "dask"}, "--backend dask needs --scheduler"),
     ({"per_solution": 0}, "--per-solution must be ≥ 1"),
     ({"workers_per_gpu": 0}, "--workers-per-gpu must be ≥ 1"),
+    ({"job_size": 0}, "--job-size must be ≥ 1"),
 ])
 def test_bad_run_options_are_refused_naming_the_flag(workdir: Path, kwargs: dict, message: str) -> None:
     with pytest.raises(OracleAuditError, match=message):
