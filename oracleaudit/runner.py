@@ -362,24 +362,24 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
     return result
 
 
-def _prebuild_one(job: Job, extension: int | None) -> float:
+def _prebuild_one(job: Job, extension: int | None) -> tuple[float, bool]:
     """Compile one extension of a job (all of them with `extension` None) so the GPU worker finds it built
-    (CPU work); returns the seconds spent. A failure is left to the worker, which meets it again, drops the
-    mutants whose clones do not build (build_isolating) and reports it."""
+    (CPU work); returns the seconds spent and whether it built. A failure is left to the worker, which meets
+    it again, drops the mutants whose clones do not build (build_isolating) and reports it."""
     from oracleaudit import build as builds
     from oracleaudit.mutant import Mutant
 
     started = time.perf_counter()
-    mutants = [Mutant(**m) for m in job.mutants]
     try:
+        mutants = [Mutant(**m) for m in job.mutants]
         if extension is None:
             builds.build_isolating(Path(job.solution), mutants, Path(job.build_dir))
         else:
             plan = builds.plan_build(Path(job.solution), mutants)
             builds.build(replace(plan, extensions=[plan.extensions[extension]]), Path(job.build_dir))
     except Exception:
-        pass
-    return time.perf_counter() - started
+        return time.perf_counter() - started, False
+    return time.perf_counter() - started, True
 
 
 def _extension_count(job: Job) -> int | None:
@@ -399,13 +399,13 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def prebuild_in_order(jobs: list[Job], ready: Callable[[Job, float], None], stop: threading.Event,
+def prebuild_in_order(jobs: list[Job], ready: Callable[[Job, float, bool], None], stop: threading.Event,
                       processes: int | None = None) -> None:
     """Build every extension of every job in parallel processes, the jobs with the most variants first, and
-    call `ready(job, seconds)` once all of a job's extensions are built, so GPU workers start on the first
-    built solution while the CPU cores build the rest (builds are CPU-bound, runs mostly GPU-bound). One
-    solution's extensions build side by side. The build processes ignore Ctrl-C; the pool is terminated when
-    `stop` is set."""
+    call `ready(job, seconds, built)` once all of a job's extensions are done (`built`: all of them built),
+    so GPU workers start on the first built solution while the CPU cores build the rest (builds are
+    CPU-bound, runs mostly GPU-bound). One solution's extensions build side by side. The build processes
+    ignore Ctrl-C; the pool is terminated when `stop` is set."""
     if not jobs:
         return
     order = sorted(range(len(jobs)), key=lambda i: -variants_to_run(jobs[i]))
@@ -413,25 +413,28 @@ def prebuild_in_order(jobs: list[Job], ready: Callable[[Job, float], None], stop
     for index in order:
         count = _extension_count(jobs[index])
         tasks += [(index, None)] if count is None else [(index, number) for number in range(count)]
-    left = defaultdict(int)
+    left: dict[int, int] = defaultdict(int)
     for index, _ in tasks:
         left[index] += 1
     spent: dict[int, float] = defaultdict(float)
+    failed: set[int] = set()
     processes = processes or max(1, usable_cpus() // 2)
     context = multiprocessing.get_context("spawn")
     with context.Pool(min(processes, len(tasks)), initializer=_ignore_sigint) as pool:
         waiting = {task: pool.apply_async(_prebuild_one, (jobs[task[0]], task[1])) for task in tasks}
         while waiting and not stop.is_set():
             for task in [t for t, result in waiting.items() if result.ready()]:
-                try:
-                    seconds = waiting.pop(task).get()
-                except Exception:  # a crashed build process: the worker builds (and reports) it itself
-                    seconds = 0.0
                 index = task[0]
+                try:
+                    seconds, built = waiting.pop(task).get()
+                except Exception:  # a crashed build process: the worker builds (and reports) it itself
+                    seconds, built = 0.0, False
                 spent[index] += seconds
                 left[index] -= 1
+                if not built:
+                    failed.add(index)
                 if not left[index]:
-                    ready(jobs[index], spent[index])
+                    ready(jobs[index], spent[index], index not in failed)
             time.sleep(0.2)
 
 
@@ -457,10 +460,12 @@ def _run_local(jobs, gpus, workers_per_gpu, job_size, on_rows, timeout_factor, t
     stop = threading.Event()
     queued: set[int] = set()
 
-    def ready(job: Job, seconds: float) -> None:
+    def ready(job: Job, seconds: float, built: bool) -> None:
+        # A job whose build failed goes to one worker whole: that worker finds and drops the clones that do
+        # not build (build_isolating); slices building it side by side would wait on one another's failure.
         result.build_s += seconds
         queued.add(id(job))
-        for piece in split_job(job, job_size):
+        for piece in split_job(job, job_size) if built else [job]:
             work.put(piece)
 
     def feed() -> None:
@@ -469,8 +474,7 @@ def _run_local(jobs, gpus, workers_per_gpu, job_size, on_rows, timeout_factor, t
         except Exception:  # no process pool (e.g. out of memory): the workers build the rest themselves
             for job in jobs:
                 if id(job) not in queued:
-                    for piece in split_job(job, job_size):
-                        work.put(piece)
+                    work.put(job)
         finally:
             for _ in range(slots):
                 work.put(None)

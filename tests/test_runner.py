@@ -96,6 +96,22 @@ def test_slicing_keeps_recorded_variants_skipped_and_leaves_a_small_job_whole(wo
         runner.split_job(job, 0)
 
 
+def test_prebuilding_reports_each_job_once_and_whether_it_built(workdir: Path) -> None:
+    """Two jobs whose builds fail at once (no GPU or nvcc needed): a mutant of another version of the file,
+    and a solution file that is gone. Each is handed over once, marked not built, so the runner gives it
+    whole to one worker to find and report the failure."""
+    import threading
+    from dataclasses import replace
+
+    (job,) = plan(workdir)[0]
+    stale = replace(job, mutants=tuple({**m, "source_sha256": "0" * 64} for m in job.mutants))
+    gone = replace(job, solution=str(workdir / "solutions" / "level1" / "missing.py"))
+    handed: list[tuple[str, bool]] = []
+    runner.prebuild_in_order([stale, gone], lambda j, seconds, built: handed.append((j.solution, built)),
+                             threading.Event(), processes=2)
+    assert sorted(handed) == sorted([(stale.solution, False), (gone.solution, False)])
+
+
 def test_a_solution_changed_since_mutate_is_reported_and_not_run(workdir: Path) -> None:
     solution = workdir / "solutions" / "level1" / "1_ScaleShift.py"
     solution.write_text(solution.read_text() + "\n# edited\n")
