@@ -40,7 +40,7 @@ from oracleaudit.worker import ORIGINAL, REFERENCE, Job, usable_cpus
 
 BUILD_TIMEOUT_S = 3600.0
 ORIGINAL_TIMEOUT_S = 600.0
-JOB_SIZE = 48  # variants per slice of a job: a slice's fixed cost (references, timing the original) is ~3 s
+JOB_SIZE = 48  # variants per slice of a job; each slice pays once for the references and for timing the original
 
 
 @dataclass
