@@ -362,21 +362,17 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
     return result
 
 
-def _prebuild_one(job: Job, extension: int | None) -> tuple[float, bool]:
-    """Compile one extension of a job (all of them with `extension` None) so the GPU worker finds it built
-    (CPU work); returns the seconds spent and whether it built. A failure is left to the worker, which meets
-    it again, drops the mutants whose clones do not build (build_isolating) and reports it."""
+def _prebuild_one(job: Job, extension: int) -> tuple[float, bool]:
+    """Compile one extension of a job so the GPU worker finds it built (CPU work); returns the seconds spent
+    and whether it built. A failure is left to the worker, which meets it again, drops the mutants whose
+    clones do not build (build_isolating) and reports it."""
     from oracleaudit import build as builds
     from oracleaudit.mutant import Mutant
 
     started = time.perf_counter()
     try:
-        mutants = [Mutant(**m) for m in job.mutants]
-        if extension is None:
-            builds.build_isolating(Path(job.solution), mutants, Path(job.build_dir))
-        else:
-            plan = builds.plan_build(Path(job.solution), mutants)
-            builds.build(replace(plan, extensions=[plan.extensions[extension]]), Path(job.build_dir))
+        plan = builds.plan_build(Path(job.solution), [Mutant(**m) for m in job.mutants])
+        builds.build(replace(plan, extensions=[plan.extensions[extension]]), Path(job.build_dir))
     except Exception:
         return time.perf_counter() - started, False
     return time.perf_counter() - started, True
@@ -404,15 +400,19 @@ def prebuild_in_order(jobs: list[Job], ready: Callable[[Job, float, bool], None]
     """Build every extension of every job in parallel processes, the jobs with the most variants first, and
     call `ready(job, seconds, built)` once all of a job's extensions are done (`built`: all of them built),
     so GPU workers start on the first built solution while the CPU cores build the rest (builds are
-    CPU-bound, runs mostly GPU-bound). One solution's extensions build side by side. The build processes
-    ignore Ctrl-C; the pool is terminated when `stop` is set."""
-    if not jobs:
-        return
+    CPU-bound, runs mostly GPU-bound). One solution's extensions build side by side; a job that cannot be
+    planned is handed over at once, not built. The build processes ignore Ctrl-C; the pool is terminated
+    when `stop` is set."""
     order = sorted(range(len(jobs)), key=lambda i: -variants_to_run(jobs[i]))
     tasks = []
     for index in order:
         count = _extension_count(jobs[index])
-        tasks += [(index, None)] if count is None else [(index, number) for number in range(count)]
+        if count is None:  # nothing to build: the worker meets the same failure and reports it
+            ready(jobs[index], 0.0, False)
+        else:
+            tasks += [(index, number) for number in range(count)]
+    if not tasks:
+        return
     left: dict[int, int] = defaultdict(int)
     for index, _ in tasks:
         left[index] += 1
