@@ -120,6 +120,7 @@ def _run_mutate(args: argparse.Namespace) -> int:
 @command
 def register_run(sub: argparse._SubParsersAction) -> None:
     from oracleaudit.runner import JOB_SIZE  # light: the runner imports torch only when it runs
+    from oracleaudit.worker import HOST_EVIDENCE_MAX
 
     parser = sub.add_parser(
         "run", help="run every mutant against the input pool on the GPU and record error evidence",
@@ -142,6 +143,9 @@ def register_run(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--job-size", type=int, default=JOB_SIZE, metavar="N",
                         help="share a solution's variants among the workers in slices of at most N (default: "
                              "%(default)s; each slice computes the references again)")
+    parser.add_argument("--host-evidence-max", type=int, default=HOST_EVIDENCE_MAX, metavar="N",
+                        help="measure outputs of at most N elements on the CPU, larger ones on the GPU "
+                             "(default: %(default)s; 0: all on the GPU)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(handler=_run_run)
 
@@ -153,7 +157,8 @@ def _run_run(args: argparse.Namespace) -> int:
     result = runner.run(args.mutants, args.out, pool=args.pool, gpus=args.gpus, backend=args.backend,
                         scheduler=args.scheduler, timeout_factor=args.timeout_factor,
                         per_solution=args.per_solution, workers_per_gpu=args.workers_per_gpu,
-                        job_size=args.job_size, show_progress=not args.json)
+                        job_size=args.job_size, host_evidence_max=args.host_evidence_max,
+                        show_progress=not args.json)
     for line in result.errors:
         print(f"oracleaudit: {line}", file=sys.stderr)
     summary = result.summary()

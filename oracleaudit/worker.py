@@ -12,6 +12,18 @@ The parent (runner.py) turns a silent worker into a Timeout and a dead one into 
 variant it was running, and starts a new worker for the rest. After each variant the worker checks that the
 inputs and references it keeps are bitwise unchanged (a mutant's stray writes can reach them) and makes
 them again if not.
+
+Host-side costs. Several workers share one GPU, whose contexts are time-sliced, so the worker keeps the
+GPU's share of each input small:
+- A variant's ModelNew is constructed once per set of init args (KernelBench's way: the weight seed, then
+  the constructor, on the CPU, then `.to(device)`) and kept as a template; every input gets a deep copy
+  (made on the GPU) with the RNG states the constructor left, so the model is the one a fresh construction
+  would give. A model that cannot be deep-copied is constructed afresh per input.
+- The evidence of an output with at most `Job.host_evidence_max` elements is measured on the CPU (against
+  CPU copies of the references made once), which takes its ~150 small kernels per measurement off the
+  GPU; larger outputs are measured on the GPU. Both give the same hull, counts and verdicts
+  (tests/test_evidence.py); the float statistics (norms, sums) may differ in the last bits.
+- The check for stray writes transfers one checksum vector per variant.
 """
 
 from __future__ import annotations
@@ -21,6 +33,7 @@ import os
 import sys
 import time
 import traceback
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +41,10 @@ from typing import Any
 ORIGINAL = "original"
 REFERENCE = "reference"
 WEIGHT_SEED = 42  # KernelBench: torch.manual_seed(42) before constructing Model and ModelNew
+# Outputs of at most this many elements are measured on the CPU. At 65,536 fp32 elements one measurement
+# takes ~10 ms of one CPU core (bench/evidence_cost.py --device cpu); bench/worker_cost.py compares the
+# worker's throughput with this and with every measurement on the GPU.
+HOST_EVIDENCE_MAX = 65536
 
 
 @dataclass(frozen=True)
@@ -43,6 +60,24 @@ class Job:
     build_dir: str
     device: str
     skip_variants: tuple[str, ...] = ()
+    host_evidence_max: int = HOST_EVIDENCE_MAX  # outputs up to this many elements are measured on the CPU
+
+
+@dataclass
+class Case:
+    """One pool input of a job, prepared once: the problem module with the entry's shapes, the init args,
+    the fp32 Model, the inputs, the fp32/fp64 reference outputs, and CPU copies of the references that are
+    small enough to be measured against on the CPU (None for the others)."""
+
+    entry: Any
+    module: Any
+    init: list
+    model: Any
+    inputs: list
+    ref32: list
+    ref64: list
+    ref32_host: list
+    ref64_host: list
 
 
 def math_mode(device: str) -> dict[str, Any]:
@@ -110,12 +145,14 @@ def run_job(job: Job, send) -> None:
     wanted = {key for key, *_ in job.entry_keys}
     entries = [e for e in pool.entries_for(problem) if e.key in wanted]
     mode = math_mode(torch.cuda.get_device_name(torch.device(device)))
-    cases = _cases(entries, problem, device)
-    prints = [_fingerprint(case) for case in cases]
+    limit = job.host_evidence_max
+    cases = _cases(entries, problem, device, limit)
+    prints = _fingerprints(cases)
     rows = []
-    for entry, _, _, _, _, ref32, ref64 in cases if REFERENCE not in job.skip_variants else ():
-        for index, (r32, r64) in enumerate(zip(ref32, ref64)):
-            rows.append(_row(REFERENCE, problem, entry, index, "Ok", None, None, None, None, mode,
+    for case in cases if REFERENCE not in job.skip_variants else ():
+        for index, (r32, r64) in enumerate(zip(_on_host(case.ref32, case.ref32_host),
+                                               _on_host(case.ref64, case.ref64_host))):
+            rows.append(_row(REFERENCE, problem, case.entry, index, "Ok", None, None, None, None, mode,
                              None, measure(r32, r64)))
     if rows:
         send(("rows", REFERENCE, rows))
@@ -123,8 +160,8 @@ def run_job(job: Job, send) -> None:
     for key, message in unbuildable.items():
         if key not in job.skip_variants:
             send(("variant", key))
-            send(("rows", key, [_row(key, problem, entry, 0, "BuildError", "BuildError", message, None, None, mode,
-                                     None, None) for entry, *_ in cases]))
+            send(("rows", key, [_row(key, problem, case.entry, 0, "BuildError", "BuildError", message, None, None,
+                                     mode, None, None) for case in cases]))
     variants = [v for v in plan.variants if v.key not in set(job.skip_variants)]
     exec_s = evidence_s = 0.0
     for variant in variants:
@@ -134,28 +171,29 @@ def run_job(job: Job, send) -> None:
             solution = builds.load_variant(plan, built, variant)
         except Exception as err:
             traceback.print_exc()
-            for entry, *_ in cases:
-                rows.append(_row(variant.key, problem, entry, 0, _status_of(err), type(err).__name__,
+            for case in cases:
+                rows.append(_row(variant.key, problem, case.entry, 0, _status_of(err), type(err).__name__,
                                  _first_line(err), None, None, mode, None, None))
             send(("rows", variant.key, rows))
             continue
-        for entry, module, init, model, inputs, ref32, ref64 in cases:
+        models = ModelTemplates(solution.ModelNew, device)
+        for case in cases:
             executing = time.perf_counter()
             try:
-                torch.manual_seed(WEIGHT_SEED)
-                model_new = solution.ModelNew(*init).to(device).eval()
+                model_new = models.fresh(case)
                 with torch.no_grad():
                     torch.cuda.synchronize()
                     begin = time.perf_counter()
-                    first = [t.detach().clone() for t in _tensors(model_new(*inputs))]
+                    first = [t.detach().clone() for t in _tensors(model_new(*case.inputs))]
                     torch.cuda.synchronize()
                     elapsed = 1000 * (time.perf_counter() - begin)
-                    model(*inputs)  # kernel → reference → kernel: exposes reuse of stale buffers
-                    second = [t.detach() for t in _tensors(model_new(*inputs))]
+                    case.model(*case.inputs)  # kernel → reference → kernel: exposes reuse of stale buffers
+                    second = [t.detach() for t in _tensors(model_new(*case.inputs))]
                     torch.cuda.synchronize()
+                del model_new
             except Exception as err:
                 traceback.print_exc()
-                rows.append(_row(variant.key, problem, entry, 0, _status_of(err), type(err).__name__,
+                rows.append(_row(variant.key, problem, case.entry, 0, _status_of(err), type(err).__name__,
                                  _first_line(err), None, None, mode, None, None))
                 if not _context_alive():
                     _exit_fatal(send, variant.key, rows, err)
@@ -163,26 +201,84 @@ def run_job(job: Job, send) -> None:
             exec_s += time.perf_counter() - executing
             measuring = time.perf_counter()
             try:
-                rows.extend(_observe(variant.key, problem, entry, mode, elapsed, first, second, ref32, ref64))
+                rows.extend(_observe(variant.key, problem, case, mode, elapsed, first, second, limit))
             except Exception as err:
                 # With the CUDA context dead, a fault of the variant surfaced late (asynchronously): its
                 # crash. With the context alive the failure is oracleaudit's own: the job fails loudly.
                 if _context_alive():
                     raise
                 traceback.print_exc()
-                rows.append(_row(variant.key, problem, entry, 0, "RuntimeError", type(err).__name__,
+                rows.append(_row(variant.key, problem, case.entry, 0, "RuntimeError", type(err).__name__,
                                  _first_line(err), None, None, mode, None, None))
                 _exit_fatal(send, variant.key, rows, err)
             evidence_s += time.perf_counter() - measuring
+        del models
         # Out-of-bounds writes of a mutant can land in the inputs or references kept for the next variants:
         # if any changed, make them again (deterministically) rather than judge the next variant on them.
-        if any(not torch.equal(_fingerprint(case), before) for case, before in zip(cases, prints)):
+        if not torch.equal(_fingerprints(cases), prints):
             print(f"oracleaudit worker: {variant.key} changed inputs or references; recomputing them",
                   file=sys.stderr)
-            cases = _cases(entries, problem, device)
-            prints = [_fingerprint(case) for case in cases]
+            cases = _cases(entries, problem, device, limit)
+            prints = _fingerprints(cases)
         send(("rows", variant.key, rows))
     send(("done", {"exec_s": exec_s, "evidence_s": evidence_s}))
+
+
+class ModelTemplates:
+    """Fresh ModelNew instances of one variant, as KernelBench makes them (the weight seed, then the
+    constructor), made once per set of init args and deep-copied per input.
+
+    A copy equals a fresh construction: the same parameter and buffer values, the same Python state, and
+    the CPU and CUDA RNG states the constructor left behind are restored with it. Extension modules the
+    model refers to are shared, not copied. A model that cannot be deep-copied is constructed per input."""
+
+    def __init__(self, model_class, device: str):
+        self.model_class = model_class
+        self.device = device
+        self.templates: dict[Any, tuple | None] = {}
+
+    def fresh(self, case: Case):
+        import torch
+
+        key = tuple(case.entry.overrides or ())
+        template = self.templates.get(key)
+        if template is not None:
+            model, rng = template
+            copied = copy.deepcopy(model, _shared_modules(model))
+            self._set_rng(rng)
+            return copied
+        torch.manual_seed(WEIGHT_SEED)
+        model = self.model_class(*case.init).to(self.device).eval()
+        if key not in self.templates:
+            rng = self._rng()
+            try:
+                self.templates[key] = (copy.deepcopy(model, _shared_modules(model)), rng)
+            except Exception:  # e.g. an attribute pybind11 cannot copy: construct per input instead
+                self.templates[key] = None
+        return model
+
+    def _rng(self) -> tuple:
+        import torch
+
+        cuda = torch.device(self.device).type == "cuda"
+        return torch.get_rng_state(), torch.cuda.get_rng_state(self.device) if cuda else None
+
+    def _set_rng(self, rng: tuple) -> None:
+        import torch
+
+        torch.set_rng_state(rng[0])
+        if rng[1] is not None:
+            torch.cuda.set_rng_state(rng[1], self.device)
+
+
+def _shared_modules(model) -> dict[int, Any]:
+    """A deepcopy memo that keeps Python modules (compiled extensions) the model's objects refer to."""
+    memo = {}
+    for sub in model.modules():
+        for value in vars(sub).values():
+            if isinstance(value, types.ModuleType):
+                memo[id(value)] = value
+    return memo
 
 
 def _exit_fatal(send, key: str, rows: list[dict], err: Exception) -> None:
@@ -193,9 +289,8 @@ def _exit_fatal(send, key: str, rows: list[dict], err: Exception) -> None:
     os._exit(3)
 
 
-def _cases(entries, problem, device: str) -> list[tuple]:
-    """Per pool entry: (entry, problem module, init args, fp32 Model, inputs, fp32 outputs, fp64 outputs),
-    the Model built after the same seed as KernelBench builds both models with."""
+def _cases(entries, problem, device: str, host_max: int) -> list[Case]:
+    """One Case per pool entry, the Model built after the same seed as KernelBench builds both models with."""
     import torch
 
     cases = []
@@ -211,41 +306,54 @@ def _cases(entries, problem, device: str) -> list[tuple]:
             ref32 = [t.detach() for t in _tensors(model(*inputs))]
             ref64 = [t.detach() for t in _tensors(model64(*[_double(x) for x in inputs]))]
         torch.cuda.synchronize()
-        cases.append((entry, module, init, model, inputs, ref32, ref64))
+        cases.append(Case(entry, module, init, model, inputs, ref32, ref64,
+                          [t.cpu() if t.numel() <= host_max else None for t in ref32],
+                          [t.cpu() if t.numel() <= host_max else None for t in ref64]))
     return cases
 
 
-def _fingerprint(case: tuple):
-    """A position-weighted checksum of every byte of a case's inputs, init tensors and reference outputs."""
+def _on_host(tensors: list, host: list) -> list:
+    """Each tensor, or its CPU copy where there is one."""
+    return [h if h is not None else t for t, h in zip(tensors, host)]
+
+
+def _fingerprints(cases: list[Case]):
+    """Position-weighted checksums of every byte of the cases' inputs, init tensors and references (GPU and
+    CPU copies), as one CPU tensor (one transfer)."""
     import torch
 
-    _, _, init, _, inputs, ref32, ref64 = case
-    sums = []
-    for t in [*inputs, *init, *ref32, *ref64]:
-        if isinstance(t, torch.Tensor) and t.numel():
-            b = _bits(t.detach()).to(torch.int64)
-            weights = torch.arange(b.numel(), device=b.device, dtype=torch.int64) % 65521 + 1
-            sums.append((b * weights).sum())
-    return torch.stack(sums).cpu() if sums else torch.zeros(0, dtype=torch.int64)
+    on_gpu, on_host = [], []
+    for case in cases:
+        for t in [*case.inputs, *case.init, *case.ref32, *case.ref64, *case.ref32_host, *case.ref64_host]:
+            if isinstance(t, torch.Tensor) and t.numel():
+                b = _bits(t.detach()).to(torch.int64)
+                weights = torch.arange(b.numel(), device=b.device, dtype=torch.int64) % 65521 + 1
+                (on_gpu if b.is_cuda else on_host).append((b * weights).sum())
+    parts = ([torch.stack(on_gpu).cpu()] if on_gpu else []) + ([torch.stack(on_host)] if on_host else [])
+    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.int64)
 
 
-def _observe(key, problem, entry, mode, elapsed, first, second, ref32, ref64) -> list[dict]:
-    """The rows of one variant on one input: status, bitwise repeat, evidence against both references."""
+def _observe(key, problem, case: Case, mode, elapsed, first, second, host_max: int) -> list[dict]:
+    """The rows of one variant on one input: status, bitwise repeat, evidence against both references (on
+    the CPU for outputs of at most `host_max` elements)."""
     import torch
 
     from oracleaudit.evidence import measure
 
-    if len(first) != len(ref32):
+    entry = case.entry
+    if len(first) != len(case.ref32):
         return [_row(key, problem, entry, 0, "ShapeMismatch", None, f"{len(first)} outputs, reference has "
-                     f"{len(ref32)}", elapsed, None, mode, None, None)]
+                     f"{len(case.ref32)}", elapsed, None, mode, None, None)]
     rows = []
-    for index, (out, again, r32, r64) in enumerate(zip(first, second, ref32, ref64)):
+    for index, (out, again, r32, r64) in enumerate(zip(first, second, case.ref32, case.ref64)):
         status = "Ok"
         if out.shape != r32.shape:
             status = "ShapeMismatch"
         elif out.dtype != r32.dtype:
             status = "DtypeMismatch"
         same = out.shape == again.shape and out.dtype == again.dtype and bool(torch.equal(_bits(out), _bits(again)))
+        if out.numel() <= host_max and case.ref32_host[index] is not None:
+            out, r32, r64 = out.cpu(), case.ref32_host[index], case.ref64_host[index]
         rows.append(_row(key, problem, entry, index, status, None, None, elapsed, same, mode, measure(out, r32),
                          measure(out, r64)))
     return rows

@@ -231,3 +231,48 @@ def test_a_solution_shared_out_in_one_variant_slices_gives_the_evidence_of_one_j
         rows[rows.mutant_id.isin(steady)].drop(columns=volatile).sort_values(keys).reset_index(drop=True),
         whole[whole.mutant_id.isin(steady)].drop(columns=volatile).sort_values(keys).reset_index(drop=True),
         check_dtype=False)
+
+
+@pytest.mark.gpu
+def test_recorded_evidence_is_that_of_a_fresh_model_per_input_measured_on_the_gpu(evidence) -> None:
+    """The worker copies one constructed ModelNew per input and measures small outputs on the CPU; what it
+    records is what constructing a fresh model for every input and measuring on the GPU gives: the same
+    statuses, counts and hulls, the statistics to the last bits."""
+    import math
+
+    import torch
+
+    from oracleaudit import build
+    from oracleaudit.evidence import ErrorEvidence, measure
+    from oracleaudit.pool import Pool
+    from oracleaudit.problem import problem_at
+    from oracleaudit.worker import WEIGHT_SEED, entry_init
+
+    root, mutants, *_, rows = evidence
+    plan = build.plan_build(root / SOLUTION, [mutants["wrong_constant"]])
+    built = build.build(plan, root / "evidence" / "builds" / "direct")
+    problem = problem_at(root / PROBLEM)
+    entries = Pool.load(str(root / "tiny_pool.toml")).entries_for(problem)
+    checked = 0
+    for variant in plan.variants:
+        solution = build.load_variant(plan, built, variant)
+        for entry in entries:
+            module = entry.load_problem(problem)
+            inputs = entry.make_inputs(module, "cuda")
+            torch.manual_seed(WEIGHT_SEED)
+            model = module.Model(*entry_init(module, "cuda")).cuda().eval()
+            torch.manual_seed(WEIGHT_SEED)
+            model_new = solution.ModelNew(*entry_init(module, "cuda")).cuda().eval()
+            with torch.no_grad():
+                out, ref32 = model_new(*inputs), model(*inputs)
+                ref64 = model.double()(*[x.double() for x in inputs])
+            row = rows[(rows.mutant_id == variant.key) & (rows.input_id == entry.key)].iloc[0].to_dict()
+            assert row["status"] == "Ok"
+            for prefix, ref in (("fp32_", ref32), ("fp64_", ref64)):
+                recorded, direct = ErrorEvidence.from_row(row, prefix), measure(out, ref)
+                assert recorded.n_unequal == direct.n_unequal and recorded.n_within == direct.n_within
+                assert (recorded.hull_r == direct.hull_r).all() and (recorded.hull_d == direct.hull_d).all()
+                for name in ("l2_diff", "l2_ref", "max_abs", "max_rel", "rel_l1"):
+                    assert math.isclose(getattr(recorded, name), getattr(direct, name), rel_tol=1e-12), name
+                checked += 1
+    assert checked == 2 * 2 * len(entries)

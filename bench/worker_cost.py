@@ -1,0 +1,124 @@
+"""Benchmark (GPU): `oracleaudit run` throughput with the evidence of small outputs measured on the CPU, against
+every measurement on the GPU, on the same built mutants and inputs, side by side in one run.
+
+Several workers share one GPU; its contexts are time-sliced, so the ~150 small kernels of each measurement
+(two per output: against the fp32 and the fp64 reference) compete with every worker's model runs. With
+`--host-evidence-max N` outputs of at most N elements are measured on the CPU instead. This script builds
+the mutants' extensions once (not timed), then runs the same mutants once per threshold, each into a fresh
+evidence store with the same workers and slices, and prints variants per second per threshold, the ratio to
+the first threshold (default 0: everything on the GPU), and whether the verdict-bearing evidence (statuses,
+counts, hulls) of the runs agrees on every observation they share.
+
+Run from the repository root on the GPU machine:
+    PYTHONPATH=. python bench/worker_cost.py --mutants bench/data/mutants_3x16_sizes --thresholds 0,65536,262144
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+# Columns that decide every verdict: equal across thresholds unless a measurement differs.
+VERDICT_COLUMNS = ("status", "fp32_n_unequal", "fp32_hull_r", "fp32_hull_d", "fp64_n_unequal", "fp64_hull_r",
+                   "fp64_hull_d", "repeat_bitwise_equal")
+KEY = ["problem", "mutant_id", "input_id", "output_index"]
+
+
+def _thresholds(text: str) -> list[int]:
+    try:
+        values = [int(s) for s in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"thresholds must be ≥ 0: {text!r}")
+    return values
+
+
+def prebuild(mutants_dir: Path, pool: str, cores: int) -> float:
+    """Build every extension of the mutants' jobs (as `run` would before its workers need them)."""
+    from oracleaudit import runner
+    from oracleaudit.mutant import read_mutants
+
+    jobs, errors, _ = runner.plan_jobs(read_mutants(mutants_dir), pool, runner.build_root(), set())
+    if errors:
+        raise SystemExit("worker_cost.py: error: " + "; ".join(errors))
+    tasks = [(job, i) for job in jobs for i in range(runner._extension_count(job) or 0)]
+    started = time.perf_counter()
+    with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, min(len(tasks), cores // 4))) as pool_:
+        built = list(pool_.map(runner._prebuild_one, *zip(*tasks)))
+    print(f"built {sum(ok for _, ok in built)} of {len(tasks)} extensions in {time.perf_counter() - started:.0f} s "
+          "(not timed below)", flush=True)
+    return time.perf_counter() - started
+
+
+def observations(store: Path):
+    from oracleaudit.store import EvidenceStore
+
+    frame = EvidenceStore(store).open().read(columns=[*KEY, *VERDICT_COLUMNS])
+    for column in ("fp32_hull_r", "fp32_hull_d", "fp64_hull_r", "fp64_hull_d"):
+        frame[column] = frame[column].map(lambda v: None if v is None else tuple(v))
+    return frame.set_index(KEY).sort_index()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mutants", type=Path, required=True, help="folder written by `oracleaudit mutate`")
+    parser.add_argument("--pool", default="default")
+    parser.add_argument("--thresholds", type=_thresholds, default="0,65536", metavar="N,N,...",
+                        help="--host-evidence-max values to compare (the first is the baseline)")
+    parser.add_argument("--workers-per-gpu", type=int, default=8)
+    parser.add_argument("--job-size", type=int, default=6)
+    parser.add_argument("--json", action="store_true", help="print one JSON summary line at the end")
+    args = parser.parse_args()
+
+    from oracleaudit import runner
+    from oracleaudit.mutant import PENDING, read_mutants
+    from oracleaudit.worker import usable_cpus
+
+    n = sum(m.status == PENDING for m in read_mutants(args.mutants))
+    print(f"{n} mutants; pool {args.pool}; {args.workers_per_gpu} workers per GPU, slices of {args.job_size}; "
+          f"{usable_cpus()} cores", flush=True)
+    prebuild(args.mutants, args.pool, usable_cpus())
+    work = Path(tempfile.mkdtemp(prefix="oracleaudit-bench-"))
+    results = []
+    try:
+        for threshold in args.thresholds:
+            store = work / f"evidence-{threshold}"
+            started = time.perf_counter()
+            result = runner.run(args.mutants, store, pool=args.pool, workers_per_gpu=args.workers_per_gpu,
+                                job_size=args.job_size, host_evidence_max=threshold, show_progress=False)
+            wall = time.perf_counter() - started
+            summary = result.summary()
+            results.append({"host_evidence_max": threshold, "wall_s": round(wall, 1),
+                            "variants_per_s": round(result.variants / wall, 3), "exec_s": summary["exec_s"],
+                            "evidence_s": summary["evidence_s"], "by_status": summary["observations_by_status"],
+                            "errors": len(result.errors)})
+            print(f"host-evidence-max {threshold:>8}: {wall:6.1f} s  {result.variants / wall:6.2f} variants/s  "
+                  f"worker-seconds: execution {summary['exec_s']:.1f} · evidence {summary['evidence_s']:.1f}  "
+                  f"{summary['observations_by_status']}", flush=True)
+        base = observations(work / f"evidence-{args.thresholds[0]}")
+        for entry in results:
+            frame = observations(work / f"evidence-{entry['host_evidence_max']}")
+            shared = base.index.intersection(frame.index)
+            left, right = base.loc[shared], frame.loc[shared]
+            ok = (left["status"] == "Ok") & (right["status"] == "Ok")  # a Timeout may fall either way
+            differ = int((left[ok].map(repr) != right[ok].map(repr)).any(axis=1).sum())
+            entry.update(shared_ok=int(ok.sum()), verdict_rows_differing=differ,
+                         ratio=round(entry["variants_per_s"] / results[0]["variants_per_s"], 2))
+            print(f"host-evidence-max {entry['host_evidence_max']:>8}: {entry['ratio']:.2f}x the first; "
+                  f"{differ} of {int(ok.sum())} shared Ok observations differ in status, counts or hulls")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    best = max(results, key=lambda e: e["variants_per_s"])
+    print(f"fastest: host-evidence-max {best['host_evidence_max']}", flush=True)
+    if args.json:
+        print(json.dumps({"results": results, "fastest": best["host_evidence_max"]}))
+
+
+if __name__ == "__main__":
+    main()

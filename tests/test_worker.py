@@ -1,0 +1,96 @@
+"""The worker's host-side pieces that need no GPU: fresh models from templates and the stray-write checksums."""
+
+from __future__ import annotations
+
+import threading
+import types
+from types import SimpleNamespace
+
+import torch
+
+from oracleaudit import worker
+from oracleaudit.worker import Case, ModelTemplates
+
+EXTENSION = types.ModuleType("fake_extension")  # stands in for a compiled extension (a module object)
+
+
+class Net(torch.nn.Module):
+    """A model like a solution's ModelNew: random weights, an extension reference, a buffer, Python state."""
+
+    constructed = 0
+
+    def __init__(self, width: int):
+        super().__init__()
+        type(self).constructed += 1
+        self.fc = torch.nn.Linear(width, width)
+        self.register_buffer("calls", torch.zeros(1))
+        self.ext = EXTENSION
+        self.history: list[int] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1  # state changed by a forward must not reach the next input's model
+        self.history.append(1)
+        return self.fc(x) + torch.rand(1)  # draws from the RNG the constructor left
+
+
+class Unpicklable(Net):
+    def __init__(self, width: int):
+        super().__init__(width)
+        self.lock = threading.Lock()  # deepcopy fails on it
+
+
+def case(width: int) -> Case:
+    entry = SimpleNamespace(overrides=(("width", width),))
+    return Case(entry, None, [width], None, [torch.ones(2, width)], [], [], [], [])
+
+
+def run_fresh(model: torch.nn.Module, c: Case) -> torch.Tensor:
+    with torch.no_grad():
+        return model(*c.inputs)
+
+
+def constructed_the_kernelbench_way(model_class, c: Case) -> torch.Tensor:
+    torch.manual_seed(worker.WEIGHT_SEED)
+    return run_fresh(model_class(*c.init).eval(), c)
+
+
+def test_a_model_from_a_template_behaves_as_a_fresh_construction_and_shares_the_extension() -> None:
+    templates = ModelTemplates(Net, "cpu")
+    Net.constructed = 0
+    cases = [case(8), case(8), case(8), case(16), case(16)]
+    models = [templates.fresh(c) for c in cases[:1]]
+    outputs = [run_fresh(models[0], cases[0])]
+    for c in cases[1:]:
+        model = templates.fresh(c)
+        models.append(model)
+        outputs.append(run_fresh(model, c))
+    assert Net.constructed == 2  # once per width; the other inputs get copies of the template
+    for c, out in zip(cases, outputs):
+        assert torch.equal(out, constructed_the_kernelbench_way(Net, c))
+    assert all(m.ext is EXTENSION for m in models)
+    assert all(m.calls.item() == 1 and m.history == [1] for m in models)
+    assert models[1].fc.weight.data_ptr() != models[2].fc.weight.data_ptr()
+
+
+def test_a_model_that_cannot_be_copied_is_constructed_for_every_input() -> None:
+    templates = ModelTemplates(Unpicklable, "cpu")
+    Unpicklable.constructed = 0
+    cases = [case(4), case(4), case(4)]
+    outputs = [run_fresh(templates.fresh(c), c) for c in cases]
+    assert Unpicklable.constructed == 3
+    for c, out in zip(cases, outputs):
+        assert torch.equal(out, constructed_the_kernelbench_way(Unpicklable, c))
+
+
+def test_checksums_see_a_changed_byte_in_a_reference_or_its_host_copy() -> None:
+    ref = torch.arange(6, dtype=torch.float32)
+    c = Case(SimpleNamespace(overrides=()), None, [], None, [torch.ones(3)], [ref], [ref.double()],
+             [ref.clone()], [ref.double().clone()])
+    before = worker._fingerprints([c])
+    assert torch.equal(before, worker._fingerprints([c]))
+    c.ref32_host[0][5] += 1
+    assert not torch.equal(before, worker._fingerprints([c]))
+    c.ref32_host[0][5] -= 1
+    assert torch.equal(before, worker._fingerprints([c]))
+    c.ref64[0][0] = -0.0  # the same value as 0.0, other bits
+    assert not torch.equal(before, worker._fingerprints([c]))
