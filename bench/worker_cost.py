@@ -10,7 +10,7 @@ the first threshold (default 0: everything on the GPU), and whether the verdict-
 counts, hulls) of the runs agrees on every observation they share.
 
 Run from the repository root on the GPU machine:
-    PYTHONPATH=. python bench/worker_cost.py --mutants bench/data/mutants_3x16_sizes --thresholds 0,65536,262144
+    PYTHONPATH=. python bench/worker_cost.py --mutants bench/data/mutants_3x16_sizes --thresholds 0,65536
 """
 
 from __future__ import annotations

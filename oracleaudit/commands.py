@@ -145,7 +145,7 @@ def register_run(sub: argparse._SubParsersAction) -> None:
                              "%(default)s; each slice computes the references again)")
     parser.add_argument("--host-evidence-max", type=int, default=HOST_EVIDENCE_MAX, metavar="N",
                         help="measure outputs of at most N elements on the CPU, larger ones on the GPU "
-                             "(default: %(default)s; 0: all on the GPU)")
+                             "(default: %(default)s, all on the GPU: faster with several workers per GPU)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(handler=_run_run)
 

@@ -19,10 +19,11 @@ GPU's share of each input small:
   the constructor, on the CPU, then `.to(device)`) and kept as a template; every input gets a deep copy
   (made on the GPU) with the RNG states the constructor left, so the model is the one a fresh construction
   would give. A model that cannot be deep-copied is constructed afresh per input.
-- The evidence of an output with at most `Job.host_evidence_max` elements is measured on the CPU (against
-  CPU copies of the references made once), which takes its ~150 small kernels per measurement off the
-  GPU; larger outputs are measured on the GPU. Both give the same hull, counts and verdicts
-  (tests/test_evidence.py); the float statistics (norms, sums) may differ in the last bits.
+- With `Job.host_evidence_max` > 0, the evidence of an output with at most that many elements is
+  measured on the CPU (against CPU copies of the references made once), taking its ~150 small kernels
+  per measurement off the GPU. Both give the same hull, counts and verdicts (tests/test_evidence.py);
+  the float statistics (norms, sums) may differ in the last bits. It is off by default: on one H200 with
+  8 workers it was several times slower (bench/worker_cost.py; ARCHITECTURE.md).
 - The check for stray writes transfers one checksum vector per variant.
 """
 
@@ -41,10 +42,10 @@ from typing import Any
 ORIGINAL = "original"
 REFERENCE = "reference"
 WEIGHT_SEED = 42  # KernelBench: torch.manual_seed(42) before constructing Model and ModelNew
-# Outputs of at most this many elements are measured on the CPU. At 65,536 fp32 elements one measurement
-# takes ~10 ms of one CPU core (bench/evidence_cost.py --device cpu); bench/worker_cost.py compares the
-# worker's throughput with this and with every measurement on the GPU.
-HOST_EVIDENCE_MAX = 65536
+# Outputs of at most this many elements are measured on the CPU; 0: all on the GPU. bench/worker_cost.py
+# compares thresholds: with 8 workers on one H200 (16 cores), 48 variants took 37 s with 0 and did not
+# finish in 197 s with 65,536 (2026-12-01).
+HOST_EVIDENCE_MAX = 0
 
 
 @dataclass(frozen=True)
