@@ -16,10 +16,10 @@ Run from the repository root on the GPU machine:
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import json
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -39,21 +39,19 @@ def _thresholds(text: str) -> list[int]:
     return values
 
 
-def prebuild(mutants_dir: Path, pool: str, cores: int) -> float:
-    """Build every extension of the mutants' jobs (as `run` would before its workers need them)."""
+def prebuild(mutants_dir: Path, pool: str) -> None:
+    """Build every extension of the mutants' jobs, as `run` does before its workers need them."""
     from oracleaudit import runner
     from oracleaudit.mutant import read_mutants
 
     jobs, errors, _ = runner.plan_jobs(read_mutants(mutants_dir), pool, runner.build_root(), set())
     if errors:
         raise SystemExit("worker_cost.py: error: " + "; ".join(errors))
-    tasks = [(job, i) for job in jobs for i in range(runner._extension_count(job) or 0)]
+    built: list[bool] = []
     started = time.perf_counter()
-    with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, min(len(tasks), cores // 4))) as pool_:
-        built = list(pool_.map(runner._prebuild_one, *zip(*tasks)))
-    print(f"built {sum(ok for _, ok in built)} of {len(tasks)} extensions in {time.perf_counter() - started:.0f} s "
+    runner.prebuild_in_order(jobs, lambda job, seconds, ok: built.append(ok), threading.Event())
+    print(f"built the extensions of {sum(built)} of {len(jobs)} solutions in {time.perf_counter() - started:.0f} s "
           "(not timed below)", flush=True)
-    return time.perf_counter() - started
 
 
 def observations(store: Path):
@@ -83,7 +81,7 @@ def main() -> None:
     n = sum(m.status == PENDING for m in read_mutants(args.mutants))
     print(f"{n} mutants; pool {args.pool}; {args.workers_per_gpu} workers per GPU, slices of {args.job_size}; "
           f"{usable_cpus()} cores", flush=True)
-    prebuild(args.mutants, args.pool, usable_cpus())
+    prebuild(args.mutants, args.pool)
     work = Path(tempfile.mkdtemp(prefix="oracleaudit-bench-"))
     results = []
     try:
