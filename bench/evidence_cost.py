@@ -1,9 +1,11 @@
-"""Benchmark: what one `evidence.measure` call costs, beside one `torch.allclose` on the same tensors.
+"""Benchmark: what one `evidence.measure` call costs with each engine, beside one `torch.allclose` on the
+same tensors.
 
 For fp32 outputs of several sizes (an fp32 kernel's error: a few ulps of relative noise, plus a sprinkle of
-exact matches) it times `measure(out, ref32)`, `measure(out, ref64)` and `torch.allclose(out, ref32)` in
-the same process, interleaved, and prints milliseconds per call and the ratio measure / allclose. With
-`--profile` it also prints the functions where measure spends its time (cProfile, by own time).
+exact matches) it times `measure(out, ref32)` and `measure(out, ref64)` with the torch version and (on
+CUDA) the fused kernels, and `torch.allclose(out, ref32)`, in the same process, and prints milliseconds
+per call and the ratios torch / fused and measure / allclose. With `--profile` it also prints the
+functions where the torch version spends its time (cProfile, by own time).
 
     PYTHONPATH=. python bench/evidence_cost.py [--device cuda] [--profile]
 """
@@ -62,21 +64,29 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     print(f"device {args.device}, torch {torch.__version__}")
-    print(f"{'elements':>10} {'measure fp32 ms':>16} {'measure fp64 ms':>16} {'allclose ms':>12} {'ratio':>7}")
+    engines = ["torch", "fused"] if args.device.startswith("cuda") else ["torch"]
+    print("ms per call; measure against the fp32 / fp64 reference")
+    print(f"{'elements':>10} " + " ".join(f"{e + ' fp32':>11} {e + ' fp64':>11}" for e in engines)
+          + f" {'allclose':>9} {'torch/fused':>12} {'fused/allclose':>15}")
     for n in args.sizes:
         out, r32, r64 = _case(n, args.device)
-        for _ in range(2):  # warm up kernels and caches
-            measure(out, r32), measure(out, r64), torch.allclose(out, r32)
-        t32 = _per_call(lambda: measure(out, r32), args.device, args.reps)
-        t64 = _per_call(lambda: measure(out, r64), args.device, args.reps)
+        times = []
+        for engine in engines:
+            for _ in range(2):  # warm up kernels and caches (and build the fused kernels)
+                measure(out, r32, engine=engine), measure(out, r64, engine=engine)
+            times.append(_per_call(lambda: measure(out, r32, engine=engine), args.device, args.reps))
+            times.append(_per_call(lambda: measure(out, r64, engine=engine), args.device, args.reps))
         tac = _per_call(lambda: torch.allclose(out, r32), args.device, args.reps)
-        print(f"{n:>10} {t32:>16.2f} {t64:>16.2f} {tac:>12.3f} {(t32 + t64) / 2 / tac:>6.0f}x")
+        line = f"{n:>10} " + " ".join(f"{t:>11.3f}" for t in times) + f" {tac:>9.3f}"
+        if len(engines) == 2:
+            line += f" {(times[0] + times[1]) / (times[2] + times[3]):>11.1f}x {(times[2] + times[3]) / 2 / tac:>14.1f}x"
+        print(line, flush=True)
     if args.profile:
         out, r32, r64 = _case(262144, args.device)
         profiler = cProfile.Profile()
         profiler.enable()
         for _ in range(args.reps):
-            measure(out, r32), measure(out, r64)
+            measure(out, r32, engine="torch"), measure(out, r64, engine="torch")
         _sync(args.device)
         profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(18)

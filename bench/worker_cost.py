@@ -1,16 +1,17 @@
-"""Benchmark (GPU): `oracleaudit run` throughput with the evidence of small outputs measured on the CPU, against
-every measurement on the GPU, on the same built mutants and inputs, side by side in one run.
+"""Benchmark (GPU): `oracleaudit run` throughput with each evidence engine, on the same built mutants and
+inputs, side by side in one run.
 
-Several workers share one GPU; its contexts are time-sliced, so the ~150 small kernels of each measurement
-(two per output: against the fp32 and the fp64 reference) compete with every worker's model runs. With
-`--host-evidence-max N` outputs of at most N elements are measured on the CPU instead. This script builds
-the mutants' extensions once (not timed), then runs the same mutants once per threshold, each into a fresh
-evidence store with the same workers and slices, and prints variants per second per threshold, the ratio to
-the first threshold (default 0: everything on the GPU), and whether the verdict-bearing evidence (statuses,
-counts, hulls) of the runs agrees on every observation they share.
+Several workers share one GPU; its contexts are time-sliced, so the ~150 small kernels and ~6
+synchronisations of each torch-version measurement (two per output: against the fp32 and the fp64
+reference) wait on every other worker. The fused kernels (`--evidence-engine auto`) do it in four kernels
+and one transfer. This script builds the mutants' extensions once (not timed), then runs the same mutants
+once per engine, each into a fresh evidence store with the same workers and slices, and prints variants per
+second per engine, the ratio to the first engine, the worker-seconds spent executing and measuring, and
+whether the verdict-bearing evidence (statuses, counts, hulls) of the runs agrees on every observation
+they share.
 
 Run from the repository root on the GPU machine:
-    PYTHONPATH=. python bench/worker_cost.py --mutants bench/data/mutants_3x16_sizes --thresholds 0,65536
+    PYTHONPATH=. python bench/worker_cost.py --mutants bench/data/mutants_3x16_sizes --engines torch,auto
 """
 
 from __future__ import annotations
@@ -23,19 +24,17 @@ import threading
 import time
 from pathlib import Path
 
-# Columns that decide every verdict: equal across thresholds unless a measurement differs.
+# Columns that decide every verdict: equal across engines unless a measurement differs.
 VERDICT_COLUMNS = ("status", "fp32_n_unequal", "fp32_hull_r", "fp32_hull_d", "fp64_n_unequal", "fp64_hull_r",
                    "fp64_hull_d", "repeat_bitwise_equal")
 KEY = ["problem", "mutant_id", "input_id", "output_index"]
 
 
-def _thresholds(text: str) -> list[int]:
-    try:
-        values = [int(s) for s in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
-    if not values or any(v < 0 for v in values):
-        raise argparse.ArgumentTypeError(f"thresholds must be ≥ 0: {text!r}")
+def _engines(text: str) -> list[str]:
+    values = text.split(",")
+    if not values or any(v not in ("auto", "fused", "torch") for v in values) or len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of distinct engines (auto, fused, torch): "
+                                         f"{text!r}")
     return values
 
 
@@ -67,8 +66,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mutants", type=Path, required=True, help="folder written by `oracleaudit mutate`")
     parser.add_argument("--pool", default="default")
-    parser.add_argument("--thresholds", type=_thresholds, default="0,65536", metavar="N,N,...",
-                        help="--host-evidence-max values to compare (the first is the baseline)")
+    parser.add_argument("--engines", type=_engines, default="torch,auto", metavar="E,E,...",
+                        help="--evidence-engine values to compare (the first is the baseline)")
     parser.add_argument("--workers-per-gpu", type=int, default=8)
     parser.add_argument("--job-size", type=int, default=6)
     parser.add_argument("--json", action="store_true", help="print one JSON summary line at the end")
@@ -85,37 +84,37 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="oracleaudit-bench-"))
     results = []
     try:
-        for threshold in args.thresholds:
-            store = work / f"evidence-{threshold}"
+        for engine in args.engines:
+            store = work / f"evidence-{engine}"
             started = time.perf_counter()
             result = runner.run(args.mutants, store, pool=args.pool, workers_per_gpu=args.workers_per_gpu,
-                                job_size=args.job_size, host_evidence_max=threshold, show_progress=False)
+                                job_size=args.job_size, evidence_engine=engine, show_progress=False)
             wall = time.perf_counter() - started
             summary = result.summary()
-            results.append({"host_evidence_max": threshold, "wall_s": round(wall, 1),
+            results.append({"engine": engine, "wall_s": round(wall, 1),
                             "variants_per_s": round(result.variants / wall, 3), "exec_s": summary["exec_s"],
                             "evidence_s": summary["evidence_s"], "by_status": summary["observations_by_status"],
                             "errors": len(result.errors)})
-            print(f"host-evidence-max {threshold:>8}: {wall:6.1f} s  {result.variants / wall:6.2f} variants/s  "
+            print(f"engine {engine:>5}: {wall:6.1f} s  {result.variants / wall:6.2f} variants/s  "
                   f"worker-seconds: execution {summary['exec_s']:.1f} · evidence {summary['evidence_s']:.1f}  "
                   f"{summary['observations_by_status']}", flush=True)
-        base = observations(work / f"evidence-{args.thresholds[0]}")
+        base = observations(work / f"evidence-{args.engines[0]}")
         for entry in results:
-            frame = observations(work / f"evidence-{entry['host_evidence_max']}")
+            frame = observations(work / f"evidence-{entry['engine']}")
             shared = base.index.intersection(frame.index)
             left, right = base.loc[shared], frame.loc[shared]
             ok = (left["status"] == "Ok") & (right["status"] == "Ok")  # a Timeout may fall either way
             differ = int((left[ok].map(repr) != right[ok].map(repr)).any(axis=1).sum())
             entry.update(shared_ok=int(ok.sum()), verdict_rows_differing=differ,
                          ratio=round(entry["variants_per_s"] / results[0]["variants_per_s"], 2))
-            print(f"host-evidence-max {entry['host_evidence_max']:>8}: {entry['ratio']:.2f}x the first; "
+            print(f"engine {entry['engine']:>5}: {entry['ratio']:.2f}x the first; "
                   f"{differ} of {int(ok.sum())} shared Ok observations differ in status, counts or hulls")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     best = max(results, key=lambda e: e["variants_per_s"])
-    print(f"fastest: host-evidence-max {best['host_evidence_max']}", flush=True)
+    print(f"fastest: engine {best['engine']}", flush=True)
     if args.json:
-        print(json.dumps({"results": results, "fastest": best["host_evidence_max"]}))
+        print(json.dumps({"results": results, "fastest": best["engine"]}))
 
 
 if __name__ == "__main__":

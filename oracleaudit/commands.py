@@ -120,7 +120,6 @@ def _run_mutate(args: argparse.Namespace) -> int:
 @command
 def register_run(sub: argparse._SubParsersAction) -> None:
     from oracleaudit.runner import JOB_SIZE  # light: the runner imports torch only when it runs
-    from oracleaudit.worker import HOST_EVIDENCE_MAX
 
     parser = sub.add_parser(
         "run", help="run every mutant against the input pool on the GPU and record error evidence",
@@ -143,9 +142,10 @@ def register_run(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--job-size", type=int, default=JOB_SIZE, metavar="N",
                         help="share a solution's variants among the workers in slices of at most N (default: "
                              "%(default)s; each slice computes the references again)")
-    parser.add_argument("--host-evidence-max", type=int, default=HOST_EVIDENCE_MAX, metavar="N",
-                        help="measure outputs of at most N elements on the CPU, larger ones on the GPU "
-                             "(default: %(default)s, all on the GPU: faster with several workers per GPU)")
+    parser.add_argument("--evidence-engine", choices=("torch", "auto", "fused"), default="torch",
+                        help="how the evidence is computed: torch (default), PyTorch operations; auto: the "
+                             "fused CUDA kernels, built once with nvcc, where they apply (faster per "
+                             "measurement, slower with many workers on outputs whose error grows with |ref|)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(handler=_run_run)
 
@@ -157,7 +157,7 @@ def _run_run(args: argparse.Namespace) -> int:
     result = runner.run(args.mutants, args.out, pool=args.pool, gpus=args.gpus, backend=args.backend,
                         scheduler=args.scheduler, timeout_factor=args.timeout_factor,
                         per_solution=args.per_solution, workers_per_gpu=args.workers_per_gpu,
-                        job_size=args.job_size, host_evidence_max=args.host_evidence_max,
+                        job_size=args.job_size, evidence_engine=args.evidence_engine,
                         show_progress=not args.json)
     for line in result.errors:
         print(f"oracleaudit: {line}", file=sys.stderr)

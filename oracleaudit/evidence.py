@@ -48,7 +48,11 @@ sentinel): l2_diff = ‖out − ref‖₂, l2_ref = ‖ref‖₂, cosine (of the
 all_zero_out (over all elements: out is all zeros while ref has an element that is not 0).
 
 Everything is computed on the tensors' device (ref is moved to out's device); the results are plain Python
-numbers and float64 numpy arrays. `allclose` replays the hull on the CPU with the same PyTorch operations;
+numbers and float64 numpy arrays. With engine "auto" (or "fused", which requires them), float32/float64
+comparisons on CUDA go through the fused kernels of `evidence_kernels`: the same counts, grid counts and
+hull, statistics equal up to the order of summation. The default is the torch version: the fused kernels
+hand every hull candidate to the CPU, and an error proportional to |ref| (a scaled or all-zero output)
+makes every element a candidate (see ARCHITECTURE.md). `allclose` replays the hull on the CPU with the same PyTorch operations;
 for float32/float64 (and integer outputs, compared in float32) these round the same way on CPU and CUDA.
 float16/bfloat16 outputs are replayed in their own dtype on the CPU, which is how the CPU kernels round;
 the margin above covers double rounding, but CUDA's kernels are not proven to round identically.
@@ -78,9 +82,14 @@ __all__ = [
 
 DEFAULT_GRID: tuple[float, ...] = tuple(float(f"{m}e{e}") for e in range(-7, -1) for m in (1, 2, 5)) + (0.1,)
 MAX_HULL_POINTS = 256
+ENGINES = ("auto", "fused", "torch")
 
-# frexp's exponent e of a positive finite float64 is in [-1073, 1024]; a bin code is 8·e + (0…7).
-_CODE_LOW, _CODE_HIGH = -1073 * 8, 1024 * 8 + 7
+# The hull's first filter bins r: SUB_BINS bins per binade. frexp's exponent e of a positive finite float64
+# is in [-1073, 1024]; a bin code is SUB_BINS·e + (0 … SUB_BINS−1); bin 0 holds r = 0, code c is bin
+# c − _CODE_LOW + 1. data/evidence_kernels.cu bins the same way.
+SUB_BINS = 64
+_CODE_LOW, _CODE_HIGH = -1073 * SUB_BINS, 1024 * SUB_BINS + SUB_BINS - 1
+_N_BINS = _CODE_HIGH - _CODE_LOW + 2
 
 _DTYPES = {str(t).removeprefix("torch."): t for t in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}
 
@@ -321,10 +330,14 @@ def _frozen(array: np.ndarray) -> np.ndarray:
 
 
 def measure(out: torch.Tensor, ref: torch.Tensor, *, expected_dtype: torch.dtype | None = None,
-            tolerance_grid: Sequence[float] = DEFAULT_GRID) -> ErrorEvidence:
+            tolerance_grid: Sequence[float] = DEFAULT_GRID, engine: str = "torch") -> ErrorEvidence:
     """The exact error evidence of `out` against `ref`. `expected_dtype` is the dtype `out` must have;
     by default ref's, except that any floating-point `out` may be measured against a float64 reference
-    (the fp64 reference; pass the fp32 reference's dtype to check the output's dtype there too)."""
+    (the fp64 reference; pass the fp32 reference's dtype to check the output's dtype there too). `engine`:
+    "torch" (default), "auto" (the fused kernels where they apply and are built, else torch) or "fused"
+    (an error where they cannot be used)."""
+    if engine not in ENGINES:
+        raise OracleAuditError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     grid = tuple(float(t) for t in tolerance_grid)
     if not grid or any(not (t > 0 and math.isfinite(t)) for t in grid) or len(set(grid)) != len(grid):
         raise OracleAuditError(f"tolerance_grid must be distinct finite values > 0, got {list(tolerance_grid)}")
@@ -348,16 +361,54 @@ def measure(out: torch.Tensor, ref: torch.Tensor, *, expected_dtype: torch.dtype
     with torch.no_grad():
         a = out.detach().to(dtype=common)
         b = ref.detach().to(device=a.device, dtype=common)
+        a = a.reshape(-1).contiguous()
+        b = b.reshape(-1).contiguous()
+        if engine != "torch":
+            from oracleaudit import evidence_kernels
+
+            kernels = evidence_kernels.library() if evidence_kernels.supports(a, grid) else None
+            if kernels is not None:
+                return _measure_fused(kernels, a, b, header, grid)
+            if engine == "fused":
+                raise OracleAuditError(f"the fused evidence kernels do not apply to a {a.dtype} tensor on "
+                                       f"{a.device} with a grid of {len(grid)} values, or are not built")
         return _measure(a, b, header, grid)
 
 
+def _evidence(header: dict[str, Any], dtype: torch.dtype, n: int, values: list[float], grid: tuple[float, ...],
+              hull: tuple[np.ndarray, np.ndarray, bool, float]) -> ErrorEvidence:
+    """The evidence from its raw values: the eight counts, the grid counts, `_statistics`'s eight values
+    and the all-zero flag (as in `_measure`), and the hull."""
+    n_unequal, n_nan_out, n_nan_ref, n_nan_both, n_inf_mismatch, n_inf_equal, n_overflow, n_finite = (
+        int(v) for v in values[:8])
+    hull_r, hull_d, complete, slack = hull
+    return ErrorEvidence(
+        **header, compare_dtype=str(dtype).removeprefix("torch."), n=n, n_unequal=n_unequal,
+        n_nan_out=n_nan_out, n_nan_ref=n_nan_ref, n_nan_both=n_nan_both, n_inf_mismatch=n_inf_mismatch,
+        n_inf_equal=n_inf_equal, n_overflow=n_overflow, hull_r=_frozen(hull_r), hull_d=_frozen(hull_d),
+        hull_complete=complete, hull_slack=slack, n_within=tuple(int(v) for v in values[8:8 + len(grid)]),
+        all_zero_out=bool(values[-1]), **_statistics_values(values[8 + len(grid):-1], n_finite))
+
+
+def _measure_fused(kernels, a: torch.Tensor, b: torch.Tensor, header: dict[str, Any],
+                   grid: tuple[float, ...]) -> ErrorEvidence:
+    raw = kernels.run(a, b, grid)
+    if raw.candidates is not None:
+        r, d = (torch.from_numpy(x) for x in raw.candidates)
+        hull = _front_hull(r, d, a.dtype)
+    else:  # more candidates than the kernels keep: the torch version's filter on the device
+        d = (a - b).abs()
+        rest = torch.isfinite(a) & torch.isfinite(b) & (a != b) & torch.isfinite(d) & (d > 0)
+        rd = torch.stack([b.abs(), d]).to(torch.float64)[:, rest]
+        hull = _hull(rd[0], rd[1], a.dtype)
+    values = [*raw.counts, *raw.within, *raw.stats, float(raw.all_zero_out)]
+    return _evidence(header, a.dtype, a.numel(), values, grid, hull)
+
+
 def _measure(a: torch.Tensor, b: torch.Tensor, header: dict[str, Any], grid: tuple[float, ...]) -> ErrorEvidence:
-    # The evidence runs on the GPU between a mutant's runs, so host synchronisations are kept few: the counts,
-    # grid counts and statistics come back in one transfer, and masked elements are zeroed (torch.where)
-    # rather than gathered, which would synchronise per gather. (Its cost is the ~150 small kernels it
-    # launches: bench/evidence_cost.py.)
-    a = a.reshape(-1)
-    b = b.reshape(-1)
+    # The torch version. Host synchronisations are kept few: the counts, grid counts and statistics come back
+    # in one transfer, and masked elements are zeroed (torch.where) rather than gathered, which would
+    # synchronise per gather. (Its cost is the ~150 small kernels it launches: bench/evidence_cost.py.)
     eq = a == b
     if a.is_floating_point():
         af, bf = a, b
@@ -386,18 +437,8 @@ def _measure(a: torch.Tensor, b: torch.Tensor, header: dict[str, Any], grid: tup
     all_zero = (a == 0).all() & (b != 0).any()
     values = torch.cat([counts.to(torch.float64), within.to(torch.float64), stats, all_zero.to(torch.float64)[None]])
     values = values.tolist()  # every count is below 2**53, so exact in float64
-    n_unequal, n_nan_out, n_nan_ref, n_nan_both, n_inf_mismatch, n_inf_equal, n_overflow, n_finite = (
-        int(v) for v in values[:8])
-    n_within = tuple(int(v) for v in values[8:8 + len(grid)])
-
     rd = torch.stack([r, d]).to(torch.float64)[:, rest & (d > 0)]
-    hull_r, hull_d, complete, slack = _hull(rd[0], rd[1], dtype)
-    return ErrorEvidence(
-        **header, compare_dtype=str(dtype).removeprefix("torch."), n=a.numel(), n_unequal=n_unequal,
-        n_nan_out=n_nan_out, n_nan_ref=n_nan_ref, n_nan_both=n_nan_both, n_inf_mismatch=n_inf_mismatch,
-        n_inf_equal=n_inf_equal, n_overflow=n_overflow, hull_r=_frozen(hull_r), hull_d=_frozen(hull_d),
-        hull_complete=complete, hull_slack=slack, n_within=n_within, all_zero_out=bool(values[-1]),
-        **_statistics_values(values[8 + len(grid):-1], n_finite))
+    return _evidence(header, dtype, a.numel(), values, grid, _hull(rd[0], rd[1], dtype))
 
 
 @functools.cache
@@ -535,23 +576,32 @@ def _envelope_mask(r: torch.Tensor, d: torch.Tensor, vr: torch.Tensor, vd: torch
 
 def _hull(r: torch.Tensor, d: torch.Tensor, dtype: torch.dtype) -> tuple[np.ndarray, np.ndarray, bool, float]:
     """(hull_r, hull_d, hull_complete, hull_slack) of the finite points with d > 0 (float64 tensors)."""
+    if r.numel() == 0:
+        return _front_hull(r, d, dtype)
+    return _front_hull(*_bin_filter(r, d), dtype)
+
+
+def _bin_filter(r: torch.Tensor, d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The points whose d exceeds the largest d of every lower bin of r (a point that does not is dominated
+    by that bin's maximum: a larger-or-equal d at a smaller r). Bins: see SUB_BINS; the bins cover every
+    positive finite float64, so they need no synchronisation to size."""
+    mantissa, exponent = torch.frexp(r)
+    sub = (mantissa * (2 * SUB_BINS)).to(torch.int64).clamp(SUB_BINS, 2 * SUB_BINS - 1) - SUB_BINS
+    code = exponent.to(torch.int64) * SUB_BINS + sub
+    key = torch.where(r > 0, code - _CODE_LOW + 1, torch.zeros_like(code))
+    bins = torch.zeros(_N_BINS, dtype=d.dtype, device=d.device)
+    bins.scatter_reduce_(0, key, d, reduce="amax", include_self=False)
+    lower = torch.cat([bins.new_zeros(1), torch.cummax(bins, 0).values[:-1]])
+    kept = torch.stack([r, d])[:, d > lower[key]]
+    return kept[0], kept[1]
+
+
+def _front_hull(r: torch.Tensor, d: torch.Tensor, dtype: torch.dtype) -> tuple[np.ndarray, np.ndarray, bool, float]:
+    """The hull from points that include every point of the Pareto front (in any order, on any device)."""
     empty = np.zeros(0, dtype=np.float64)
     if r.numel() == 0:
         return empty, empty.copy(), True, 0.0
     _, _, rel, absolute = _margins(dtype)
-    # 1. Drop dominated points on the device: bin r monotonically (zero, then 8 bins per binade); a point
-    #    whose d does not exceed the largest d of all lower bins is dominated by that point.
-    mantissa, exponent = torch.frexp(r)
-    sub = (mantissa * 16).to(torch.int64).clamp(8, 15) - 8
-    code = exponent.to(torch.int64) * 8 + sub
-    #    Codes of positive float64 values lie in [_CODE_LOW, _CODE_HIGH], so the bins need no sync to size.
-    positive = r > 0
-    low = torch.where(positive, code, _CODE_HIGH).min()
-    key = torch.where(positive, code - low + 1, torch.zeros_like(code))
-    bins = torch.zeros(_CODE_HIGH - _CODE_LOW + 2, dtype=d.dtype, device=d.device)
-    bins.scatter_reduce_(0, key, d, reduce="amax", include_self=False)
-    lower = torch.cat([bins.new_zeros(1), torch.cummax(bins, 0).values[:-1]])
-    r, d = torch.stack([r, d])[:, d > lower[key]]
     # 2. The Pareto front: sort by r (d descending among equal r), keep the strict prefix maxima of d.
     order = torch.argsort(d, descending=True, stable=True)
     r, d = r[order], d[order]

@@ -36,7 +36,7 @@ from typing import Callable
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.mutant import PENDING, Mutant, read_mutants
 from oracleaudit.problem import problem_at
-from oracleaudit.worker import HOST_EVIDENCE_MAX, ORIGINAL, REFERENCE, Job, usable_cpus
+from oracleaudit.worker import ORIGINAL, REFERENCE, Job, usable_cpus
 
 BUILD_TIMEOUT_S = 3600.0
 ORIGINAL_TIMEOUT_S = 600.0
@@ -305,11 +305,12 @@ class Supervisor:
 def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = None, backend: str = "local",
         scheduler: str | None = None, timeout_factor: float = 10.0, timeout_floor_s: float = 30.0,
         per_solution: int | None = None, workers_per_gpu: int = 1, job_size: int = JOB_SIZE,
-        host_evidence_max: int = HOST_EVIDENCE_MAX, show_progress: bool = True) -> RunResult:
+        evidence_engine: str = "torch", show_progress: bool = True) -> RunResult:
     """Run every Pending mutant (and each solution's original) through the pool on the GPUs; append the
     observations to the evidence store at `out`. Safe to interrupt and run again. With the local backend a
-    job is shared out in slices of at most `job_size` variants. Outputs of at most `host_evidence_max`
-    elements are measured on the CPU (0: all on the GPU)."""
+    job is shared out in slices of at most `job_size` variants. `evidence_engine`: evidence.measure's
+    engine (torch: PyTorch operations; auto: the fused kernels where they apply)."""
+    from oracleaudit.evidence import ENGINES
     from oracleaudit.progress import progress_bar
     from oracleaudit.store import RUN_IDENTITY, EvidenceStore
 
@@ -322,8 +323,8 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
         raise OracleAuditError(f"--workers-per-gpu must be ≥ 1, got {workers_per_gpu}")
     if job_size < 1:
         raise OracleAuditError(f"--job-size must be ≥ 1, got {job_size}")
-    if host_evidence_max < 0:
-        raise OracleAuditError(f"--host-evidence-max must be ≥ 0, got {host_evidence_max}")
+    if evidence_engine not in ENGINES:
+        raise OracleAuditError(f"--evidence-engine must be one of {', '.join(ENGINES)}, got {evidence_engine!r}")
     if backend not in ("local", "dask"):
         raise OracleAuditError(f"--backend must be local or dask, got {backend!r}")
     if backend == "dask" and not scheduler:
@@ -339,7 +340,7 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
     # A variant's rows are appended in one part, so any committed row means the whole variant is recorded.
     done = {f"{problem}::{mutant}" for problem, mutant, _ in store.done_keys()}
     jobs, errors, recorded = plan_jobs(mutants, pool, build_root(), done, per_solution)
-    jobs = [replace(job, host_evidence_max=host_evidence_max) for job in jobs]
+    jobs = [replace(job, evidence_engine=evidence_engine) for job in jobs]
     result = RunResult(solutions=len(jobs), errors=errors, skipped=recorded)
     if not jobs:
         result.wall_s = time.perf_counter() - started

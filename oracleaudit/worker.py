@@ -19,11 +19,9 @@ GPU's share of each input small:
   the constructor, on the CPU, then `.to(device)`) and kept as a template; every input gets a deep copy
   (made on the GPU) with the RNG states the constructor left, so the model is the one a fresh construction
   would give. A model that cannot be deep-copied is constructed afresh per input.
-- With `Job.host_evidence_max` > 0, the evidence of an output with at most that many elements is
-  measured on the CPU (against CPU copies of the references made once), taking its ~150 small kernels
-  per measurement off the GPU. Both give the same hull, counts and verdicts (tests/test_evidence.py);
-  the float statistics (norms, sums) may differ in the last bits. It is off by default: on one H200 with
-  8 workers it was several times slower (bench/worker_cost.py; ARCHITECTURE.md).
+- `Job.evidence_engine` picks evidence.measure's engine. "auto" uses the fused kernels of
+  `evidence_kernels` (four kernels and one transfer per measurement instead of ~150 kernels and ~6
+  synchronisations), but it is not the default: with 8 workers it was slower (bench/worker_cost.py).
 - The check for stray writes transfers one checksum vector per variant.
 """
 
@@ -42,10 +40,6 @@ from typing import Any
 ORIGINAL = "original"
 REFERENCE = "reference"
 WEIGHT_SEED = 42  # KernelBench: torch.manual_seed(42) before constructing Model and ModelNew
-# Outputs of at most this many elements are measured on the CPU; 0: all on the GPU. bench/worker_cost.py
-# compares thresholds: with 8 workers on one H200 (16 cores), 48 variants took 37 s with 0 and did not
-# finish in 197 s with 65,536 (2026-12-01).
-HOST_EVIDENCE_MAX = 0
 
 
 @dataclass(frozen=True)
@@ -61,14 +55,13 @@ class Job:
     build_dir: str
     device: str
     skip_variants: tuple[str, ...] = ()
-    host_evidence_max: int = HOST_EVIDENCE_MAX  # outputs up to this many elements are measured on the CPU
+    evidence_engine: str = "torch"  # evidence.measure's engine: torch, auto or fused
 
 
 @dataclass
 class Case:
     """One pool input of a job, prepared once: the problem module with the entry's shapes, the init args,
-    the fp32 Model, the inputs, the fp32/fp64 reference outputs, and CPU copies of the references that are
-    small enough to be measured against on the CPU (None for the others)."""
+    the fp32 Model, the inputs, the fp32/fp64 reference outputs."""
 
     entry: Any
     module: Any
@@ -77,8 +70,6 @@ class Case:
     inputs: list
     ref32: list
     ref64: list
-    ref32_host: list
-    ref64_host: list
 
 
 def math_mode(device: str) -> dict[str, Any]:
@@ -146,15 +137,14 @@ def run_job(job: Job, send) -> None:
     wanted = {key for key, *_ in job.entry_keys}
     entries = [e for e in pool.entries_for(problem) if e.key in wanted]
     mode = math_mode(torch.cuda.get_device_name(torch.device(device)))
-    limit = job.host_evidence_max
-    cases = _cases(entries, problem, device, limit)
+    engine = job.evidence_engine
+    cases = _cases(entries, problem, device)
     prints = _fingerprints(cases)
     rows = []
     for case in cases if REFERENCE not in job.skip_variants else ():
-        for index, (r32, r64) in enumerate(zip(_on_host(case.ref32, case.ref32_host),
-                                               _on_host(case.ref64, case.ref64_host))):
+        for index, (r32, r64) in enumerate(zip(case.ref32, case.ref64)):
             rows.append(_row(REFERENCE, problem, case.entry, index, "Ok", None, None, None, None, mode,
-                             None, measure(r32, r64)))
+                             None, measure(r32, r64, engine=engine)))
     if rows:
         send(("rows", REFERENCE, rows))
 
@@ -202,7 +192,7 @@ def run_job(job: Job, send) -> None:
             exec_s += time.perf_counter() - executing
             measuring = time.perf_counter()
             try:
-                rows.extend(_observe(variant.key, problem, case, mode, elapsed, first, second, limit))
+                rows.extend(_observe(variant.key, problem, case, mode, elapsed, first, second, engine))
             except Exception as err:
                 # With the CUDA context dead, a fault of the variant surfaced late (asynchronously): its
                 # crash. With the context alive the failure is oracleaudit's own: the job fails loudly.
@@ -219,7 +209,7 @@ def run_job(job: Job, send) -> None:
         if not torch.equal(_fingerprints(cases), prints):
             print(f"oracleaudit worker: {variant.key} changed inputs or references; recomputing them",
                   file=sys.stderr)
-            cases = _cases(entries, problem, device, limit)
+            cases = _cases(entries, problem, device)
             prints = _fingerprints(cases)
         send(("rows", variant.key, rows))
     send(("done", {"exec_s": exec_s, "evidence_s": evidence_s}))
@@ -290,7 +280,7 @@ def _exit_fatal(send, key: str, rows: list[dict], err: Exception) -> None:
     os._exit(3)
 
 
-def _cases(entries, problem, device: str, host_max: int) -> list[Case]:
+def _cases(entries, problem, device: str) -> list[Case]:
     """One Case per pool entry, the Model built after the same seed as KernelBench builds both models with."""
     import torch
 
@@ -307,25 +297,18 @@ def _cases(entries, problem, device: str, host_max: int) -> list[Case]:
             ref32 = [t.detach() for t in _tensors(model(*inputs))]
             ref64 = [t.detach() for t in _tensors(model64(*[_double(x) for x in inputs]))]
         torch.cuda.synchronize()
-        cases.append(Case(entry, module, init, model, inputs, ref32, ref64,
-                          [t.cpu() if t.numel() <= host_max else None for t in ref32],
-                          [t.cpu() if t.numel() <= host_max else None for t in ref64]))
+        cases.append(Case(entry, module, init, model, inputs, ref32, ref64))
     return cases
 
 
-def _on_host(tensors: list, host: list) -> list:
-    """Each tensor, or its CPU copy where there is one."""
-    return [h if h is not None else t for t, h in zip(tensors, host)]
-
-
 def _fingerprints(cases: list[Case]):
-    """Position-weighted checksums of every byte of the cases' inputs, init tensors and references (GPU and
-    CPU copies), as one CPU tensor (one transfer)."""
+    """Position-weighted checksums of every byte of the cases' inputs, init tensors and references, as one
+    CPU tensor (one transfer)."""
     import torch
 
     on_gpu, on_host = [], []
     for case in cases:
-        for t in [*case.inputs, *case.init, *case.ref32, *case.ref64, *case.ref32_host, *case.ref64_host]:
+        for t in [*case.inputs, *case.init, *case.ref32, *case.ref64]:
             if isinstance(t, torch.Tensor) and t.numel():
                 b = _bits(t.detach()).to(torch.int64)
                 weights = torch.arange(b.numel(), device=b.device, dtype=torch.int64) % 65521 + 1
@@ -334,9 +317,8 @@ def _fingerprints(cases: list[Case]):
     return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.int64)
 
 
-def _observe(key, problem, case: Case, mode, elapsed, first, second, host_max: int) -> list[dict]:
-    """The rows of one variant on one input: status, bitwise repeat, evidence against both references (on
-    the CPU for outputs of at most `host_max` elements)."""
+def _observe(key, problem, case: Case, mode, elapsed, first, second, engine: str) -> list[dict]:
+    """The rows of one variant on one input: status, bitwise repeat, evidence against both references."""
     import torch
 
     from oracleaudit.evidence import measure
@@ -353,10 +335,8 @@ def _observe(key, problem, case: Case, mode, elapsed, first, second, host_max: i
         elif out.dtype != r32.dtype:
             status = "DtypeMismatch"
         same = out.shape == again.shape and out.dtype == again.dtype and bool(torch.equal(_bits(out), _bits(again)))
-        if out.numel() <= host_max and case.ref32_host[index] is not None:
-            out, r32, r64 = out.cpu(), case.ref32_host[index], case.ref64_host[index]
-        rows.append(_row(key, problem, entry, index, status, None, None, elapsed, same, mode, measure(out, r32),
-                         measure(out, r64)))
+        rows.append(_row(key, problem, entry, index, status, None, None, elapsed, same, mode,
+                         measure(out, r32, engine=engine), measure(out, r64, engine=engine)))
     return rows
 
 

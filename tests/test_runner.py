@@ -135,7 +135,7 @@ def test_run_without_a_gpu_says_so_in_one_line(workdir: Path) -> None:
     ({"per_solution": 0}, "--per-solution must be ≥ 1"),
     ({"workers_per_gpu": 0}, "--workers-per-gpu must be ≥ 1"),
     ({"job_size": 0}, "--job-size must be ≥ 1"),
-    ({"host_evidence_max": -1}, "--host-evidence-max must be ≥ 0"),
+    ({"evidence_engine": "fast"}, "--evidence-engine must be one of auto, fused, torch"),
 ])
 def test_bad_run_options_are_refused_naming_the_flag(workdir: Path, kwargs: dict, message: str) -> None:
     with pytest.raises(OracleAuditError, match=message):
