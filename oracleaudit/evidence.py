@@ -52,10 +52,12 @@ numbers and float64 numpy arrays. With engine "auto" (or "fused", which requires
 comparisons on CUDA go through the fused kernels of `evidence_kernels`: the same counts, grid counts and
 hull, statistics equal up to the order of summation. The default is the torch version: the fused kernels
 hand every hull candidate to the CPU, and an error proportional to |ref| (a scaled or all-zero output)
-makes every element a candidate (see ARCHITECTURE.md). `allclose` replays the hull on the CPU with the same PyTorch operations;
-for float32/float64 (and integer outputs, compared in float32) these round the same way on CPU and CUDA.
-float16/bfloat16 outputs are replayed in their own dtype on the CPU, which is how the CPU kernels round;
-the margin above covers double rounding, but CUDA's kernels are not proven to round identically.
+makes every element a candidate (see ARCHITECTURE.md).
+
+`allclose` replays the hull on the CPU with the same PyTorch operations; for float32/float64 (and integer
+outputs, compared in float32) these round the same way on CPU and CUDA. float16/bfloat16 outputs are
+replayed in their own dtype on the CPU, which is how the CPU kernels round; the margin above covers double
+rounding, but CUDA's kernels are not proven to round identically.
 """
 
 from __future__ import annotations
