@@ -31,9 +31,11 @@ KEY = ["problem", "mutant_id", "input_id", "output_index"]
 
 
 def _engines(text: str) -> list[str]:
+    from oracleaudit.evidence import ENGINES
+
     values = text.split(",")
-    if not values or any(v not in ("auto", "fused", "torch") for v in values) or len(set(values)) != len(values):
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of distinct engines (auto, fused, torch): "
+    if any(v not in ENGINES for v in values) or len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of distinct engines ({', '.join(ENGINES)}): "
                                          f"{text!r}")
     return values
 
