@@ -396,8 +396,7 @@ def _measure_fused(kernels, a: torch.Tensor, b: torch.Tensor, header: dict[str, 
                    grid: tuple[float, ...]) -> ErrorEvidence:
     raw = kernels.run(a, b, grid)
     if raw.candidates is not None:
-        r, d = (torch.from_numpy(x) for x in raw.candidates)
-        hull = _front_hull(r, d, a.dtype)
+        hull = _front_hull(*raw.candidates, a.dtype)
     else:  # more candidates than the kernels keep: the torch version's filter on the device
         d = (a - b).abs()
         rest = torch.isfinite(a) & torch.isfinite(b) & (a != b) & torch.isfinite(d) & (d > 0)

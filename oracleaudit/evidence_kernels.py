@@ -9,11 +9,9 @@ finishes the hull on the CPU from those few points. Counts, grid counts and hull
 torch version; the float statistics (sums, norms) are summed in another order, so they may differ in the
 last bits (tests/test_evidence_kernels_gpu.py).
 
-Known limit: the hull candidates are finished on the CPU with torch operations, and an error that grows
-with |ref| (a scaled or all-zero output) makes every element a candidate, up to CAPACITY: 1M candidates
-take ~0.6 s there (2 cores), against ~1 ms for a typical output. With 8 workers on one H200 the fused
-engine was therefore slower than the torch version (bench/worker_cost.py), and it is not the default. The
-remedy, not built yet: finish large candidate sets on the GPU, where they already are.
+Hull candidates: at most FIRST_PAIRS come back with the result and are finished on the CPU; more (an
+error that grows with |ref|, such as a scaled or all-zero output, makes every element a candidate) are
+finished on the GPU where they already are, as the torch version does.
 
 The source is built once per machine with nvcc into a shared library (no torch headers, a few seconds),
 cached under `$ORACLEAUDIT_CACHE/kernels/` by a hash of the source, the nvcc version and the flags, and
@@ -54,13 +52,14 @@ MAX_GRID = 64  # the kernels' largest tolerance grid
 @dataclass(frozen=True)
 class Raw:
     """One call's results: the counts, the grid counts (in the caller's grid order), the statistics'
-    values and the hull candidates as float64 arrays (None when there were more than CAPACITY)."""
+    values and the hull candidates as float64 tensors: on the CPU when one transfer brought them all, else
+    still on the GPU (None when there were more than CAPACITY)."""
 
     counts: list[int]
     within: list[int]
     stats: list[float]
     all_zero_out: bool
-    candidates: tuple[np.ndarray, np.ndarray] | None
+    candidates: tuple[torch.Tensor, torch.Tensor] | None
 
 
 class Library:
@@ -109,10 +108,11 @@ class Library:
             within[order[rank]] = n_equal + int(passing)
         candidates = None
         if survivors <= capacity:
-            pairs = values[head:head + 2 * survivors] if survivors <= first else \
-                result[head:head + 2 * survivors].cpu().numpy()
-            pairs = pairs.reshape(-1, 2)
-            candidates = (np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1]))
+            if survivors <= first:  # few: finished on the CPU, where they already are
+                pairs = torch.from_numpy(values[head:head + 2 * survivors].reshape(-1, 2))
+            else:  # many (an error growing with |ref|): finished on the GPU, with no second transfer
+                pairs = result[head:head + 2 * survivors].view(-1, 2)
+            candidates = (pairs[:, 0].contiguous(), pairs[:, 1].contiguous())
         all_zero = counts[8] == n and counts[9] > 0
         return Raw(counts[:8], within, stats, all_zero, candidates)
 

@@ -461,6 +461,7 @@ def _run_local(jobs, gpus, workers_per_gpu, job_size, on_rows, timeout_factor, t
 
     count = _require_gpus(gpus)
     slots = count * workers_per_gpu
+    jobs = [replace(job, cpu_threads=max(1, usable_cpus() // slots)) for job in jobs]
     work: queue.Queue = queue.Queue()
     stop = threading.Event()
     queued: set[int] = set()

@@ -56,6 +56,7 @@ class Job:
     device: str
     skip_variants: tuple[str, ...] = ()
     evidence_engine: str = "torch"  # evidence.measure's engine: torch, auto or fused
+    cpu_threads: int = 0  # torch's CPU threads in the worker (0: torch's default, every core)
 
 
 @dataclass
@@ -127,6 +128,8 @@ def run_job(job: Job, send) -> None:
 
     device = job.device
     torch.cuda.set_device(torch.device(device))
+    if job.cpu_threads:  # workers sharing a machine share its cores: OpenMP teams of every core each thrash
+        torch.set_num_threads(job.cpu_threads)
     mutants = [Mutant(**m) for m in job.mutants]
     started = time.perf_counter()
     plan, built, unbuildable = builds.build_isolating(Path(job.solution), mutants, Path(job.build_dir))
