@@ -15,6 +15,8 @@ with line-anchored regular expressions, edits are applied through `CudaUnit` off
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import importlib.util
 import re
@@ -22,7 +24,7 @@ import sys
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.mutant import Mutant
@@ -205,11 +207,33 @@ def build(plan: BuildPlan, build_dir: Path, extra_cuda_cflags: Sequence[str] = (
         kwargs.pop("verbose", None)
         kwargs["extra_cuda_cflags"] = [*(kwargs.get("extra_cuda_cflags") or []), *extra_cuda_cflags]
         directory = build_dir / extension.name
-        directory.mkdir(parents=True, exist_ok=True)
-        built[extension.name] = load_inline(name=extension.name, cpp_sources=extension.cpp_source,
-                                            cuda_sources=extension.cuda_source, functions=None,
-                                            build_directory=str(directory), verbose=verbose, **kwargs)
+        with exclusive_build_directory(directory):
+            built[extension.name] = load_inline(name=extension.name, cpp_sources=extension.cpp_source,
+                                                cuda_sources=extension.cuda_source, functions=None,
+                                                build_directory=str(directory), verbose=verbose, **kwargs)
     return built
+
+
+TORCH_LOCK = "lock"  # the file torch's load_inline creates in a build directory while it builds or loads
+
+
+@contextlib.contextmanager
+def exclusive_build_directory(directory: Path) -> Iterator[None]:
+    """Hold one extension build directory against every other process building there (created if missing).
+
+    load_inline guards a build directory with a lock file that it deletes when done; a build process that is
+    killed (a run stopped during its builds) leaves it behind, and every later load_inline there, even of a
+    build already finished, waits for it forever. Every build here holds this flock on another file, which
+    the kernel releases when its holder dies; so a torch lock file found while holding it is stale and is
+    removed."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / "oracleaudit.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            (directory / TORCH_LOCK).unlink(missing_ok=True)
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 _NVCC_ERROR = re.compile(r"cuda\.cu\((\d+)\): error: (.*)")

@@ -96,3 +96,43 @@ def test_the_combined_sources_compile_with_nvcc_and_the_torch_headers(tmp_path: 
         flags = [f for f in toolchain.host_flags if f.startswith(("-I", "-D", "-std"))]
         host = subprocess.run([gxx, "-fsyntax-only", *flags, str(cpp)], capture_output=True, text=True)
         assert host.returncode == 0, host.stderr[-2000:]
+
+
+def _load_answer(directory: Path):
+    from torch.utils.cpp_extension import load_inline
+
+    with build.exclusive_build_directory(directory):
+        return load_inline(name="oa_lock_answer", cpp_sources="int answer() { return 42; }", functions=["answer"],
+                           build_directory=str(directory))
+
+
+def _can_build_cpp_extensions() -> bool:
+    from torch.utils.cpp_extension import is_ninja_available
+
+    return is_ninja_available() and shutil.which("g++") is not None
+
+
+@pytest.mark.skipif(not _can_build_cpp_extensions(), reason="needs ninja and g++ (torch's load_inline)")
+def test_a_build_killed_midway_does_not_leave_its_directory_locked_for_the_next_build(tmp_path: Path) -> None:
+    import os
+    import signal
+    import sys
+    import threading
+    import time
+
+    directory = tmp_path / "extension"
+    script = f"import sys; sys.path.insert(0, {str(Path(__file__).parent.parent)!r}); " \
+             f"from tests.test_build import _load_answer; from pathlib import Path; _load_answer(Path({str(directory)!r}))"
+    child = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "MAX_JOBS": "1"})
+    deadline = time.monotonic() + 120
+    while not (directory / build.TORCH_LOCK).exists() and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    child.send_signal(signal.SIGKILL)  # mid-build: torch's lock file stays behind
+    child.wait()
+    assert (directory / build.TORCH_LOCK).exists(), "the build finished before it could be killed"
+    loaded = []
+    builder = threading.Thread(target=lambda: loaded.append(_load_answer(directory)), daemon=True)
+    builder.start()
+    builder.join(180)
+    assert not builder.is_alive(), "the next build waited on the killed build's lock"
+    assert loaded[0].answer() == 42
