@@ -144,8 +144,8 @@ def register_run(sub: argparse._SubParsersAction) -> None:
                              "%(default)s; each slice computes the references again)")
     parser.add_argument("--evidence-engine", choices=("torch", "auto", "fused"), default="torch",
                         help="how the evidence is computed: torch (default), PyTorch operations; auto: the "
-                             "fused CUDA kernels, built once with nvcc, where they apply (faster per "
-                             "measurement, slower with many workers on outputs whose error grows with |ref|)")
+                             "fused CUDA kernels, built once with nvcc, where they apply and build, else "
+                             "torch (faster); fused: the kernels or an error")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(handler=_run_run)
 

@@ -5,9 +5,9 @@ Several workers share one GPU, and a GPU time-slices between processes, so every
 host synchronisation of one worker waits on the others: the evidence was most of a worker's time
 (bench/worker_cost.py). `data/evidence_kernels.cu` computes the counts, the grid histogram, the statistics
 and the hull candidates (the points that beat every lower bin, see `evidence._bin_filter`); the caller
-finishes the hull on the CPU from those few points. Counts, grid counts and hulls are bitwise those of the
+finishes the hull from them (below). Counts, grid counts and hulls are bitwise those of the
 torch version; the float statistics (sums, norms) are summed in another order, so they may differ in the
-last bits (tests/test_evidence_kernels_gpu.py).
+last bits (tests/test_evidence_kernels.py).
 
 Hull candidates: at most FIRST_PAIRS come back with the result and are finished on the CPU; more (an
 error that grows with |ref|, such as a scaled or all-zero output, makes every element a candidate) are

@@ -21,7 +21,8 @@ GPU's share of each input small:
   would give. A model that cannot be deep-copied is constructed afresh per input.
 - `Job.evidence_engine` picks evidence.measure's engine. "auto" uses the fused kernels of
   `evidence_kernels` (four kernels and one transfer per measurement instead of ~150 kernels and ~6
-  synchronisations), but it is not the default: with 8 workers it was slower (bench/worker_cost.py).
+  synchronisations: bench/evidence_cost.py).
+- Workers sharing a machine share its cores: each caps torch's CPU threads at usable cores / workers.
 - The check for stray writes transfers one checksum vector per variant.
 """
 
