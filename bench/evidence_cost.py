@@ -3,9 +3,10 @@ same tensors.
 
 For fp32 outputs of several sizes and two kinds of error ("noise": an fp32 kernel's few ulps of relative
 noise, plus a sprinkle of exact matches; "scaled": the output 1.001 × the reference, an error proportional
-to |ref|, which makes every element a hull candidate) it times `measure(out, ref32)` and `measure(out, ref64)` with the torch version and (on
-CUDA) the fused kernels, and `torch.allclose(out, ref32)`, in the same process, and prints milliseconds
-per call and the ratios torch / fused and measure / allclose. With `--profile` it also prints the
+to |ref|, which makes every element a hull candidate) it times `measure(out, ref32)` and
+`measure(out, ref64)` with the torch version and (on CUDA) the fused kernels, and
+`torch.allclose(out, ref32)`, in the same process, and prints milliseconds per call and the ratios
+torch / fused and measure / allclose. With `--profile` it also prints the
 functions where the torch version spends its time (cProfile, by own time).
 
     PYTHONPATH=. python bench/evidence_cost.py [--device cuda] [--profile]
@@ -26,7 +27,8 @@ from oracleaudit.evidence import measure
 ERRORS = ("noise", "scaled")
 
 
-def _case(n: int, device: str, error: str = "noise", seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _case(n: int, device: str, error: str = "noise",
+          seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     g = torch.Generator(device="cpu").manual_seed(seed)
     ref64 = torch.randn(n, generator=g, dtype=torch.float64)
     if error == "scaled":

@@ -3,8 +3,13 @@ and the load_inline interception that hands ModelNew the selected variant."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
+import sys
+import threading
+import time
 import types
 from pathlib import Path
 
@@ -114,15 +119,10 @@ def _can_build_cpp_extensions() -> bool:
 
 @pytest.mark.skipif(not _can_build_cpp_extensions(), reason="needs ninja and g++ (torch's load_inline)")
 def test_a_build_killed_midway_does_not_leave_its_directory_locked_for_the_next_build(tmp_path: Path) -> None:
-    import os
-    import signal
-    import sys
-    import threading
-    import time
-
     directory = tmp_path / "extension"
-    script = f"import sys; sys.path.insert(0, {str(Path(__file__).parent.parent)!r}); " \
-             f"from tests.test_build import _load_answer; from pathlib import Path; _load_answer(Path({str(directory)!r}))"
+    script = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent.parent)!r}); "
+              f"from pathlib import Path; from tests.test_build import _load_answer; "
+              f"_load_answer(Path({str(directory)!r}))")
     child = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "MAX_JOBS": "1"})
     deadline = time.monotonic() + 120
     while not (directory / build.TORCH_LOCK).exists() and child.poll() is None and time.monotonic() < deadline:
