@@ -16,7 +16,6 @@ with line-anchored regular expressions, edits are applied through `CudaUnit` off
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import importlib.util
 import re
@@ -26,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from oracleaudit.cache import held
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.mutant import Mutant
 from oracleaudit.source import CudaUnit, load_units
@@ -226,14 +226,9 @@ def exclusive_build_directory(directory: Path) -> Iterator[None]:
     build already finished, waits for it forever. Every build here holds this flock on another file, which
     the kernel releases when its holder dies; so a torch lock file found while holding it is stale and is
     removed."""
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / "oracleaudit.lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            (directory / TORCH_LOCK).unlink(missing_ok=True)
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with held(directory / "oracleaudit.lock"):
+        (directory / TORCH_LOCK).unlink(missing_ok=True)
+        yield
 
 
 _NVCC_ERROR = re.compile(r"cuda\.cu\((\d+)\): error: (.*)")

@@ -22,7 +22,6 @@ says why once on stderr and `evidence.measure` uses the torch version.
 from __future__ import annotations
 
 import ctypes
-import fcntl
 import functools
 import hashlib
 import os
@@ -36,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from oracleaudit.cache import cache_root
+from oracleaudit.cache import cache_root, held
 from oracleaudit.errors import OracleAuditError
 
 SOURCE = Path(__file__).parent / "data" / "evidence_kernels.cu"
@@ -139,9 +138,7 @@ def build(arch: str, nvcc: str | None = None) -> Path:
     library = folder / "liboa_evidence.so"
     if library.is_file():
         return library
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with held(folder / "lock"):
         if library.is_file():
             return library
         with tempfile.TemporaryDirectory(dir=folder) as tmp:

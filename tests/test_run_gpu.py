@@ -235,9 +235,9 @@ def test_a_solution_shared_out_in_one_variant_slices_gives_the_evidence_of_one_j
 
 @pytest.mark.gpu
 def test_recorded_evidence_is_that_of_a_fresh_model_per_input_measured_on_the_gpu(evidence) -> None:
-    """The worker copies one constructed ModelNew per input and measures small outputs on the CPU; what it
-    records is what constructing a fresh model for every input and measuring on the GPU gives: the same
-    statuses, counts and hulls, the statistics to the last bits."""
+    """The worker copies one constructed ModelNew per input; what it records is what constructing a fresh
+    model for every input and measuring it directly on the GPU gives: the same statuses, counts and hulls,
+    the statistics to the last bits."""
     import math
 
     import torch
