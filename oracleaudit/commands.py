@@ -142,10 +142,10 @@ def register_run(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--job-size", type=int, default=JOB_SIZE, metavar="N",
                         help="share a solution's variants among the workers in slices of at most N (default: "
                              "%(default)s; each slice computes the references again)")
-    parser.add_argument("--evidence-engine", choices=("torch", "auto", "fused"), default="torch",
-                        help="how the evidence is computed: torch (default), PyTorch operations; auto: the "
-                             "fused CUDA kernels, built once with nvcc, where they apply and build, else "
-                             "torch (faster); fused: the kernels or an error")
+    parser.add_argument("--evidence-engine", choices=("torch", "auto", "fused"), default="auto",
+                        help="how the evidence is computed: auto (default), the fused CUDA kernels, built "
+                             "once with nvcc, where they apply and build, else PyTorch operations; torch: "
+                             "PyTorch operations only; fused: the kernels or an error")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(handler=_run_run)
 

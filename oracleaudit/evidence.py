@@ -50,7 +50,8 @@ all_zero_out (over all elements: out is all zeros while ref has an element that 
 Everything is computed on the tensors' device (ref is moved to out's device); the results are plain Python
 numbers and float64 numpy arrays. With engine "auto" (or "fused", which requires them), float32/float64
 comparisons on CUDA go through the fused kernels of `evidence_kernels`: the same counts, grid counts and
-hull, statistics equal up to the order of summation. The default is the torch version (any device).
+hull, statistics equal up to the order of summation. `measure`'s default is the torch version (any
+device); `oracleaudit run` uses "auto".
 
 `allclose` replays the hull on the CPU with the same PyTorch operations; for float32/float64 (and integer
 outputs, compared in float32) these round the same way on CPU and CUDA. float16/bfloat16 outputs are

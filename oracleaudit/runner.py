@@ -305,7 +305,7 @@ class Supervisor:
 def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = None, backend: str = "local",
         scheduler: str | None = None, timeout_factor: float = 10.0, timeout_floor_s: float = 30.0,
         per_solution: int | None = None, workers_per_gpu: int = 1, job_size: int = JOB_SIZE,
-        evidence_engine: str = "torch", show_progress: bool = True) -> RunResult:
+        evidence_engine: str = "auto", show_progress: bool = True) -> RunResult:
     """Run every Pending mutant (and each solution's original) through the pool on the GPUs; append the
     observations to the evidence store at `out`. Safe to interrupt and run again. With the local backend a
     job is shared out in slices of at most `job_size` variants. `evidence_engine`: evidence.measure's

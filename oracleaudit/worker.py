@@ -56,7 +56,7 @@ class Job:
     build_dir: str
     device: str
     skip_variants: tuple[str, ...] = ()
-    evidence_engine: str = "torch"  # evidence.measure's engine: torch, auto or fused
+    evidence_engine: str = "auto"  # evidence.measure's engine: auto, torch or fused
     cpu_threads: int = 0  # torch's CPU threads in the worker (0: torch's default, every core)
 
 
