@@ -6,8 +6,8 @@ noise, plus a sprinkle of exact matches; "scaled": the output 1.001 × the refer
 to |ref|, which makes every element a hull candidate) it times `measure(out, ref32)` and
 `measure(out, ref64)` with the torch version and (on CUDA) the fused kernels, and
 `torch.allclose(out, ref32)`, in the same process, and prints milliseconds per call and the ratios
-torch / fused and measure / allclose. With `--profile` it also prints the
-functions where the torch version spends its time (cProfile, by own time).
+torch / fused and measure / allclose. With `--profile` it also prints the functions where the torch version
+spends its time (cProfile, by own time).
 
     PYTHONPATH=. python bench/evidence_cost.py [--device cuda] [--profile]
 """
