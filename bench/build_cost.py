@@ -1,11 +1,13 @@
-"""Benchmark (CPU + nvcc): where the run stage's build time goes, for one variant and for many.
+"""Benchmark (CPU + nvcc): where the run stage's build time goes, for one variant and for many, with the
+solution's own torch header and with the light one the run stage uses.
 
-Plans the compile-once extension of one solution (`build.plan_build`) twice, with only the original and
-with the original plus N mutants, and compiles each one's CUDA translation unit with `nvcc -c --time`
-(torch's nvcc flags and include paths, as `load_inline` compiles it) after one warm-up compile. Prints the
-time of every nvcc phase side by side and the ratio of the totals: how much a namespace-cloned variant adds
-to a build, against the fixed cost of parsing the torch headers (cudafe++, cicc and the host compiler each
-parse them). Needs nvcc and torch's headers, no GPU.
+Plans the compile-once extension of one solution (`build.plan_build`) four times — only the original and
+the original plus N mutants, each with <torch/extension.h> (`full_headers`) and with <torch/types.h> — and
+compiles each one's CUDA translation unit with `nvcc -c --time` (torch's nvcc flags and include paths, as
+`load_inline` compiles it) after one warm-up compile. Prints the time of every nvcc phase side by side and
+the ratios: how much a namespace-cloned variant adds to a build, and how much of the fixed cost (cudafe++,
+cicc and the host compiler each parse the torch headers) the light header saves. Needs nvcc and torch's
+headers, no GPU.
 
     PYTHONPATH=. python bench/build_cost.py [--mutants bench/data/mutants_3x20] [--problem level2/1_Gemm_Bias_ReLU]
 """
@@ -54,23 +56,29 @@ def main() -> None:
         sys.exit(f"build_cost.py: error: {args.mutants}: no Pending mutants of {args.problem}")
     solution = Path(group[0].source)
     toolchain = Toolchain()
+    full = frozenset({0})
     sources = {
-        "original only": plan_build(solution, []).extensions[0].cuda_source,
-        f"original + {len(group)} mutants": plan_build(solution, group).extensions[0].cuda_source,
+        "extension.h, original": plan_build(solution, [], full_headers=full).extensions[0].cuda_source,
+        f"extension.h, +{len(group)}": plan_build(solution, group, full_headers=full).extensions[0].cuda_source,
+        "types.h, original": plan_build(solution, []).extensions[0].cuda_source,
+        f"types.h, +{len(group)}": plan_build(solution, group).extensions[0].cuda_source,
     }
     with tempfile.TemporaryDirectory() as tmp:
-        _compile(toolchain, sources["original only"], Path(tmp), "warmup")  # warm the file-system caches
+        _compile(toolchain, sources["types.h, original"], Path(tmp), "warmup")  # warm the file-system caches
         results = {name: _compile(toolchain, text, Path(tmp), f"unit{i}")
                    for i, (name, text) in enumerate(sources.items())}
     names = list(results)
     print(f"{solution} ({toolchain.version}), one CUDA translation unit, seconds")
-    print(f"{'phase':<24}" + "".join(f"{n:>28}" for n in names))
+    print(f"{'phase':<24}" + "".join(f"{n:>24}" for n in names))
     for phase in results[names[0]][1]:
-        print(f"{phase:<24}" + "".join(f"{results[n][1].get(phase, 0.0):>28.1f}" for n in names))
-    print(f"{'wall':<24}" + "".join(f"{results[n][0]:>28.1f}" for n in names))
-    one, many = results[names[0]][0], results[names[1]][0]
-    print(f"ratio: {many / one:.2f}x the build time for {len(group) + 1} variants instead of 1 "
-          f"({(many - one) / len(group):+.2f} s per added variant)")
+        print(f"{phase:<24}" + "".join(f"{results[n][1].get(phase, 0.0):>24.1f}" for n in names))
+    print(f"{'wall':<24}" + "".join(f"{results[n][0]:>24.1f}" for n in names))
+    for header, (one, many) in (("extension.h", names[:2]), ("types.h", names[2:])):
+        one, many = results[one][0], results[many][0]
+        print(f"{header}: {many / one:.2f}x the build time for {len(group) + 1} variants instead of 1 "
+              f"({(many - one) / len(group):+.2f} s per added variant)")
+    print(f"types.h / extension.h: {results[names[2]][0] / results[names[0]][0]:.2f}x for the original, "
+          f"{results[names[3]][0] / results[names[1]][0]:.2f}x with the mutants")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,12 @@ declarations in each namespace, and whose bindings export `f__v<k>` for every fu
 the solution file is executed with `torch.utils.cpp_extension.load_inline` replaced by a function that
 returns a view of that extension in which `f` means `f__v<k>`: `ModelNew` gets the variant transparently.
 
+The CUDA translation unit includes `<torch/types.h>` where the solution includes `<torch/extension.h>` or
+`<torch/torch.h>` (CUDA sources define no Python bindings, and the rest of those headers is what makes a
+build slow: nvcc took 77 s for a one-kernel unit with them and 34.5 s without, and clones stopped adding
+measurable time; bench/build_cost.py). A unit whose original does not compile that way is built with its own
+headers and remembered (`full-headers/` in the build folder), so no later build tries again.
+
 This module needs no tree-sitter or libclang (the GPU machine lacks them): includes and macros are found
 with line-anchored regular expressions, edits are applied through `CudaUnit` offsets.
 """
@@ -31,8 +37,11 @@ from oracleaudit.mutant import Mutant
 from oracleaudit.source import CudaUnit, load_units
 
 ORIGINAL = "original"
-MAX_VARIANTS_PER_EXTENSION = 128  # nvcc adds ~0.03 s per clone to a ~50 s build (bench/build_cost.py)
+MAX_VARIANTS_PER_EXTENSION = 256  # with <torch/types.h> a clone adds little to a ~35 s build (bench/build_cost.py)
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[^\n]*", re.M)
+_HEAVY_HEADER = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/(extension|torch)\.h[>"]')
+LIGHT_HEADER = "#include <torch/types.h>"
+FULL_HEADERS_DIR = "full-headers"  # in the build folder: units whose original needs its own torch headers
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", re.M)
 _EXTERN_C = re.compile(r'extern[ \t]+"C"[ \t]*(?=[^{\s])')
 _HOST_BINDING = re.compile(r"PYBIND11_MODULE|TORCH_LIBRARY")
@@ -60,6 +69,7 @@ class ExtensionPlan:
     chunk: int = 0
     cuda_source: str = ""
     cpp_source: str = ""
+    light: bool = False  # the solution's torch/extension.h (or torch/torch.h) include became torch/types.h
 
 
 @dataclass
@@ -73,11 +83,13 @@ class BuildPlan:
 
 
 def plan_build(solution: Path, mutants: Sequence[Mutant], call_args: dict[int, dict[str, Any]] | None = None,
-               max_variants: int = MAX_VARIANTS_PER_EXTENSION) -> BuildPlan:
+               max_variants: int = MAX_VARIANTS_PER_EXTENSION, full_headers: frozenset[int] = frozenset()
+               ) -> BuildPlan:
     """Plan the extensions of one solution: the original plus `mutants` (all of that solution).
 
     `call_args[unit]` gives the unit's load_inline arguments (cpp_sources and functions); they are read
-    from the solution file when omitted.
+    from the solution file when omitted. Units whose index is in `full_headers` keep the solution's own
+    torch headers; the others include the light one (see the module docstring).
     """
     units = load_units(solution)
     for mutant in mutants:
@@ -98,12 +110,14 @@ def plan_build(solution: Path, mutants: Sequence[Mutant], call_args: dict[int, d
         for number, chunk in enumerate(chunks):
             if chunk[0].mutant is not None:
                 chunk = [variants[0], *chunk]
-            cuda_source = _cuda_source(unit, chunk)
+            light = unit.index not in full_headers and any(
+                _HEAVY_HEADER.match(line) for line in _INCLUDE.findall(unit.text))
+            cuda_source = _cuda_source(unit, chunk, light)
             cpp_source = _cpp_source(args["cpp_sources"], args["functions"], chunk, others if number == 0 else [])
             # Named by content: an extension is built once per machine (cache_root()/builds) whatever
             # evidence folder or test asks for it, and two different extensions never share a name.
             digest = hashlib.sha256(f"{cuda_source}\0{cpp_source}".encode()).hexdigest()[:16]
-            extension = ExtensionPlan(unit, chunk, f"oa_{digest}_{unit.index}_{number}", number)
+            extension = ExtensionPlan(unit, chunk, f"oa_{digest}_{unit.index}_{number}", number, light=light)
             extension.cuda_source, extension.cpp_source = cuda_source, cpp_source
             plan.extensions.append(extension)
     return plan
@@ -141,11 +155,12 @@ def load_inline_arguments(solution: Path) -> dict[int, dict[str, Any]]:
     return result
 
 
-def _cuda_source(unit: CudaUnit, variants: list[Variant]) -> str:
+def _cuda_source(unit: CudaUnit, variants: list[Variant], light: bool = False) -> str:
     includes = []
     for line in _INCLUDE.findall(unit.text):
-        if line.strip() not in includes:
-            includes.append(line.strip())
+        line = LIGHT_HEADER if light and _HEAVY_HEADER.match(line) else line.strip()
+        if line not in includes:
+            includes.append(line)
     macros = list(dict.fromkeys(_DEFINE.findall(unit.text)))
     parts = ["// oracleaudit: every variant of one CUDA unit, each in its own namespace", *includes]
     for variant in variants:
@@ -225,9 +240,14 @@ def exclusive_build_directory(directory: Path) -> Iterator[None]:
     killed (a run stopped during its builds) leaves it behind, and every later load_inline there, even of a
     build already finished, waits for it forever. Every build here holds this flock on another file, which
     the kernel releases when its holder dies; so a torch lock file found while holding it is stale and is
-    removed."""
+    removed, with what that build may have left half-written: ninja, killed, keeps an object file it was
+    writing and later takes it for up to date, and the extension then links without its module."""
     with held(directory / "oracleaudit.lock"):
-        (directory / TORCH_LOCK).unlink(missing_ok=True)
+        stale = directory / TORCH_LOCK
+        if stale.exists():
+            for leftover in [*directory.glob("*.o"), *directory.glob("*.so"), *directory.glob(".ninja_*")]:
+                leftover.unlink(missing_ok=True)
+            stale.unlink(missing_ok=True)
         yield
 
 
@@ -240,18 +260,43 @@ def build_isolating(solution: Path, mutants: Sequence[Mutant], build_dir: Path,
                     ) -> tuple[BuildPlan, dict[str, Any], dict[str, str]]:
     """Build the plan of `solution` and `mutants`; a mutant whose clone does not compile with torch's own
     flags (the mutate stage's check is close to them, not identical) is dropped and the rest rebuilt.
-    Returns the plan, the built extensions and {mutant id: first compiler error} of the dropped ones. The
-    original failing to build, or an error that names no mutant's clone, is raised."""
+    A unit whose original does not compile with the light torch header is marked (in `build_dir`) and built
+    with its own headers. Returns the plan, the built extensions and {mutant id: first compiler error} of the
+    dropped ones. The original failing to build with its own headers, or an error that names no mutant's
+    clone, is raised."""
     dropped: dict[str, str] = {}
+    full = full_header_units(solution, build_dir)
     while True:
-        plan = plan_build(solution, [m for m in mutants if m.id not in dropped])
+        plan = plan_build(solution, [m for m in mutants if m.id not in dropped], full_headers=full)
         try:
             return plan, build(plan, build_dir), dropped
         except RuntimeError as err:
             culprits = _culprits(plan, build_dir, str(err))
-            if not culprits:
+            if culprits:
+                dropped.update(culprits)
+                continue
+            light = [e for e in plan.extensions if e.light and f"'{e.name}'" in str(err)]
+            if not light:
                 raise
-            dropped.update(culprits)
+            for extension in light:
+                _mark_full_headers(extension.unit, build_dir, str(err))
+            full = full_header_units(solution, build_dir)
+
+
+def _full_headers_marker(unit: CudaUnit, build_dir: Path) -> Path:
+    return build_dir / FULL_HEADERS_DIR / hashlib.sha256(unit.text.encode()).hexdigest()[:24]
+
+
+def full_header_units(solution: Path, build_dir: Path) -> frozenset[int]:
+    """The units of `solution` that an earlier build found to need their own torch headers."""
+    return frozenset(u.index for u in load_units(solution) if _full_headers_marker(u, build_dir).is_file())
+
+
+def _mark_full_headers(unit: CudaUnit, build_dir: Path, message: str) -> None:
+    marker = _full_headers_marker(unit, build_dir)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    errors = [line.strip() for line in message.splitlines() if "error" in line][:5]
+    marker.write_text(f"{unit.path}: unit {unit.index} does not build with {LIGHT_HEADER}:\n" + "\n".join(errors) + "\n")
 
 
 def _culprits(plan: BuildPlan, build_dir: Path, message: str) -> dict[str, str]:

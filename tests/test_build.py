@@ -38,8 +38,39 @@ def test_the_plan_puts_the_original_and_every_mutant_in_its_own_namespace() -> N
     for index in range(4):
         assert f"namespace oa_v{index}_ {{" in extension.cuda_source
         assert f'm.def("softmax_forward__v{index}", &oa_v{index}_::softmax_forward);' in extension.cpp_source
-    assert extension.cuda_source.count("#include <torch/extension.h>") == 1
+    assert extension.light and extension.cuda_source.count(build.LIGHT_HEADER) == 1
+    assert "torch/extension.h" not in extension.cuda_source
     assert extension.cuda_source.count("#undef BLOCK_SIZE") == 5
+    (full,) = build.plan_build(SOFTMAX, mutants, full_headers=frozenset({0})).extensions
+    assert not full.light and full.cuda_source.count("#include <torch/extension.h>") == 1
+    assert full.name != extension.name  # named by content: the two never share a build folder
+
+
+def test_a_unit_that_fails_with_the_light_header_is_marked_and_built_with_its_own(tmp_path, monkeypatch) -> None:
+    """The first build fails in the original's namespace (as a unit needing torch::nn would): the unit is
+    marked in the build folder and built again with torch/extension.h; later builds go there directly."""
+    built = []
+
+    def fake_build(plan, build_dir, *args, **kwargs):
+        (extension,) = plan.extensions
+        built.append(extension.light)
+        if extension.light:
+            (build_dir / extension.name).mkdir(parents=True, exist_ok=True)
+            (build_dir / extension.name / "cuda.cu").write_text(extension.cuda_source)
+            line = extension.cuda_source.splitlines().index("namespace oa_v0_ {") + 3
+            raise RuntimeError(f"Error building extension '{extension.name}': cuda.cu({line}): error: "
+                               'namespace "torch" has no member "nn"')
+        return {extension.name: object()}
+
+    monkeypatch.setattr(build, "build", fake_build)
+    mutants = softmax_mutants(2)
+    plan, _, dropped = build.build_isolating(SOFTMAX, mutants, tmp_path)
+    assert built == [True, False] and dropped == {} and not plan.extensions[0].light
+    assert build.full_header_units(SOFTMAX, tmp_path) == frozenset({0})
+    marker = next((tmp_path / build.FULL_HEADERS_DIR).iterdir()).read_text()
+    assert "does not build with #include <torch/types.h>" in marker and 'no member "nn"' in marker
+    build.build_isolating(SOFTMAX, mutants, tmp_path)
+    assert built == [True, False, False]
 
 
 def test_each_namespace_holds_its_mutant_s_edit_and_only_that_edit() -> None:
