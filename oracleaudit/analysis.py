@@ -25,10 +25,13 @@ __all__ = ["aggressiveness", "attribution", "blind_band", "input_family", "probl
 
 
 def _detection(audit: Audit, oracle: Oracle, mask: np.ndarray | None = None) -> tuple[int, int, float | None]:
-    witnessed = audit.witness["witnessed"].to_numpy()
+    """(witnessed, killed, detection) over the witnessed mutants the oracle killed or observed on all its
+    inputs (see scoring._group)."""
+    v = audit.verdicts(oracle)
+    witnessed = audit.witness["witnessed"].to_numpy() & (v.killed | v.complete)
     if mask is not None:
         witnessed = witnessed & mask
-    killed = int((witnessed & audit.verdicts(oracle).killed).sum())
+    killed = int((witnessed & v.killed).sum())
     w = int(witnessed.sum())
     return w, killed, _rate(killed, w)
 
@@ -127,7 +130,7 @@ def blind_band(audit: Audit, oracle: Oracle, sizes: Mapping[str, tuple[int, str]
     if sizes is None:
         sizes = problem_sizes(audit)
     w = audit.witness
-    mask = w["witnessed"].to_numpy() & ~v.killed
+    mask = w["witnessed"].to_numpy() & ~v.killed & v.complete
     entries = []
     for i in np.flatnonzero(mask):
         m = audit.mutants.iloc[i]
@@ -291,6 +294,7 @@ def scale(audit: Audit, oracle: Oracle, sizes: Mapping[str, tuple[int, str] | in
     frame = audit.mutants[["problem", "level"]].copy()
     frame["witnessed"] = audit.witness["witnessed"].to_numpy()
     frame["killed"] = v.killed
+    frame["complete"] = v.complete
     frame["level"] = frame["level"].map(lambda x: "unknown" if x is None or pd.isna(x) else f"level{int(x)}")
     orig = f[(f["mutant_id"] == ORIGINAL).to_numpy() & (f["shape_variant"] == "official").to_numpy()
              & f["fp64_comparable"].to_numpy()]

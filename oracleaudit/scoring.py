@@ -130,12 +130,16 @@ class Observations:
     (ascending). Nullable booleans become `{name}` (True only if stored True) and `{name}_false` (False
     only if stored False); missing counts become 0 and missing statistics NaN; `{prefix}present` says
     whether the row holds that evidence at all. The tolerance-grid counts stay in the Arrow table until a
-    rule asks for one (`within`)."""
+    rule asks for one (`within`). Inferred rows (not observed: store.py) are left out when reading a store,
+    so their (variant, input) counts as unobserved; `inferred` is how many there were."""
 
-    def __init__(self, table: pa.Table, store: EvidenceStore | None = None):
+    def __init__(self, table: pa.Table, store: EvidenceStore | None = None, keep: pa.Array | None = None,
+                 inferred: int = 0):
         self.num_rows = table.num_rows
         self._table = table
         self._store = store
+        self._keep = keep  # the store's rows kept (observed), as a boolean mask; None: all
+        self.inferred = inferred
         self._lazy: dict[str, Any] = {}
         data: dict[str, Any] = {}
         for name in ("problem", "mutant_id", "input_id", "status", "distribution", "shape_variant"):
@@ -195,7 +199,12 @@ class Observations:
     def read(cls, store: EvidenceStore | Path | str) -> "Observations":
         """The store's rows; the columns scoring always needs are read now, the others when asked for."""
         store = store if isinstance(store, EvidenceStore) else EvidenceStore(store)
-        return cls(store.read_table(columns=CORE_COLUMNS), store)
+        table = store.read_table(columns=[*CORE_COLUMNS, "inferred"])
+        inferred = pc.fill_null(table.column("inferred"), False).combine_chunks()
+        count = int(pc.sum(inferred).as_py() or 0)
+        keep = pc.invert(inferred) if count else None
+        table = table.drop_columns(["inferred"])
+        return cls(table.filter(keep) if keep is not None else table, store, keep, count)
 
     def _error(self, data: Mapping[str, np.ndarray], p: str) -> np.ndarray:
         r, d, owner = self.hull[p]
@@ -216,7 +225,8 @@ class Observations:
             if name in self._table.column_names:
                 self._lazy[name] = self._table.column(name)
             elif self._store is not None and name in store_schema_names():
-                self._lazy[name] = self._store.read_table(columns=[name]).column(name)
+                table = self._store.read_table(columns=[name])
+                self._lazy[name] = (table.filter(self._keep) if self._keep is not None else table).column(name)
             else:
                 return None
         return self._lazy[name]
@@ -360,6 +370,7 @@ class Verdicts:
     oracle: Oracle
     killed: np.ndarray             # per scored mutant (Audit.mutants order): rejected by the oracle
     drawn: np.ndarray              # per scored mutant: number of trials judged (not skipped)
+    complete: np.ndarray           # per scored mutant: observed on every trial the oracle draws for its problem
     original_rejected: pd.Series   # per problem: the original fails some trial
     original_trials: int           # (stage, input) trials of originals judged
     original_trials_failed: int
@@ -643,6 +654,11 @@ def _verdicts(audit: Audit, oracle: Oracle) -> Verdicts:
     trials = trial_key.groupby(["u", "stage", "input"], sort=False)["state"].max().reset_index()
     judged_trials = trials[trials["state"] != SKIP]
     drawn = np.bincount(judged_trials["u"].to_numpy(), minlength=n_units)
+    present = np.bincount(trials["u"].to_numpy(), minlength=n_units)
+    m_problem = f.groupby("unit", sort=True, observed=True)["problem"].first()
+    problem_of_unit = np.full(n_units, -1, dtype=np.int64)
+    problem_of_unit[m_problem.index.to_numpy()] = m_problem.cat.codes.to_numpy()
+    expected = _expected_trials(audit, oracle)[problem_of_unit]
 
     m_units = audit.mutants["unit"].to_numpy()
     orig_rows = (f["mutant_id"] == ORIGINAL).to_numpy()
@@ -659,9 +675,32 @@ def _verdicts(audit: Audit, oracle: Oracle) -> Verdicts:
         differs = (f["ref_matmul_tf32"].to_numpy()[r] != mode[0]) | (f["ref_cudnn_tf32"].to_numpy()[r] != mode[1])
         mismatch = int((known & differs).sum())
     return Verdicts(oracle=oracle, killed=failed[m_units], drawn=drawn[m_units],
+                    complete=present[m_units] >= expected[m_units],
                     original_rejected=original_rejected, original_trials=len(orig_trials),
                     original_trials_failed=int((orig_trials["state"] == FAIL).sum()),
                     inexact=int(judged["inexact"].sum()), mode_mismatch_rows=mismatch, rows=judged)
+
+
+def _expected_trials(audit: Audit, oracle: Oracle) -> np.ndarray:
+    """Per problem code: the (stage, input) trials the oracle draws on that problem, over the inputs the
+    store has reference rows for (the inputs the run planned; stages that skip inputs without an Ok
+    reference count only the inputs with one)."""
+    f = audit.obs.frame
+    is_ref = (f["mutant_id"] == REFERENCE).to_numpy()
+    problems = f["problem"].cat.codes.to_numpy()[is_ref]
+    inputs = f["input_id"].cat.codes.to_numpy()[is_ref]
+    ok = (f["status"] == OK).to_numpy()[is_ref]
+    pairs = pd.DataFrame({"problem": problems, "input": inputs, "ok": ok}).groupby(
+        ["problem", "input"], sort=False)["ok"].max().reset_index()
+    count = np.zeros(len(f["problem"].cat.categories), dtype=np.int64)
+    names = f["input_id"].cat.categories
+    for stage in oracle.stages:
+        drawn = np.array([stage.draws(str(k)) for k in names], dtype=bool)
+        take = drawn[pairs["input"].to_numpy()] if len(names) else np.zeros(len(pairs), dtype=bool)
+        if stage.missing_reference == "skip":
+            take &= pairs["ok"].to_numpy()
+        count += np.bincount(pairs["problem"].to_numpy()[take], minlength=len(count))
+    return count
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -673,11 +712,15 @@ def _rate(killed: int, witnessed: int) -> float | None:
 
 
 def _group(frame: pd.DataFrame, by: str) -> dict[str, dict[str, Any]]:
+    """Counts per group. Detection is over the witnessed mutants the oracle observed on all its inputs or
+    killed: a mutant it could not observe on some input is neither caught nor escaped."""
     out = {}
     for key, part in frame.groupby(by, sort=True, dropna=False):
         w = int(part["witnessed"].sum())
         k = int((part["witnessed"] & part["killed"]).sum())
-        out[str(key)] = {"mutants": len(part), "witnessed": w, "killed": k, "detection": _rate(k, w)}
+        u = int((part["witnessed"] & ~part["killed"] & ~part["complete"]).sum())
+        out[str(key)] = {"mutants": len(part), "witnessed": w, "killed": k, "unobserved": u,
+                         "detection": _rate(k, w - u)}
     return out
 
 
@@ -686,12 +729,15 @@ def _score(audit: Audit, oracle: Oracle, by: Sequence[str], top: int) -> dict[st
     frame = audit.mutants[["mutant_id", "problem", "family", "rule", "level"]].copy()
     frame["witnessed"] = audit.witness["witnessed"].to_numpy()
     frame["killed"] = v.killed
+    frame["complete"] = v.complete
     frame["level"] = frame["level"].map(lambda x: "unknown" if x is None or pd.isna(x) else f"level{int(x)}")
     w = int(frame["witnessed"].sum())
     k = int((frame["witnessed"] & frame["killed"]).sum())
+    unobserved = frame["witnessed"] & ~frame["killed"] & ~frame["complete"]
+    u = int(unobserved.sum())
     clean = set(v.original_rejected.index[~v.original_rejected.to_numpy()])
     in_clean = frame["problem"].isin(clean)
-    cw = int((frame["witnessed"] & in_clean).sum())
+    cw = int((frame["witnessed"] & in_clean & ~unobserved).sum())
     ck = int((frame["witnessed"] & frame["killed"] & in_clean).sum())
     escaped = _escaped(audit, v)
     result: dict[str, Any] = {
@@ -701,8 +747,10 @@ def _score(audit: Audit, oracle: Oracle, by: Sequence[str], top: int) -> dict[st
         "mutants": len(frame),
         "witnessed": w,
         "killed": k,
-        "detection": _rate(k, w),
-        "escaped": w - k,
+        "detection": _rate(k, w - u),
+        "detection_lower_bound": _rate(k, w),
+        "escaped": w - k - u,
+        "unobserved": u,
         "unwitnessed": len(frame) - w,
         "unwitnessed_killed": int((~frame["witnessed"] & frame["killed"]).sum()),
         "false_alarms": int(v.original_rejected.sum()),
@@ -714,7 +762,7 @@ def _score(audit: Audit, oracle: Oracle, by: Sequence[str], top: int) -> dict[st
         "not_drawn": int((v.drawn == 0).sum()),
         "inexact_verdicts": v.inexact,
         "reference_mode_mismatch_rows": v.mode_mismatch_rows,
-        "by_family": {key: {x: val[x] for x in ("witnessed", "killed", "detection")}
+        "by_family": {key: {x: val[x] for x in ("witnessed", "killed", "unobserved", "detection")}
                       for key, val in _group(frame, "family").items()},
         "by_level": _group(frame, "level"),
         "escaped_top": [{**e, "diff": audit.diff(e["mutant_id"])} for e in escaped[:top]],
@@ -726,7 +774,7 @@ def _score(audit: Audit, oracle: Oracle, by: Sequence[str], top: int) -> dict[st
             raise OracleAuditError(f"--by must be family, rule, problem or level, got {name!r}")
         result[f"by_{name}"] = _group(frame, name)
         if name == "family":
-            result["by_family"] = {key: {x: val[x] for x in ("witnessed", "killed", "detection")}
+            result["by_family"] = {key: {x: val[x] for x in ("witnessed", "killed", "unobserved", "detection")}
                                    for key, val in result["by_family"].items()}
     if v.mode_mismatch_rows:
         result["warning"] = (f"{v.mode_mismatch_rows} observations come from an fp32 reference whose TF32 flags "
@@ -736,10 +784,10 @@ def _score(audit: Audit, oracle: Oracle, by: Sequence[str], top: int) -> dict[st
 
 
 def _escaped(audit: Audit, v: Verdicts) -> list[dict[str, Any]]:
-    """Witnessed mutants the oracle did not kill, the most wrong first (by witness error, status witnesses
+    """Witnessed mutants the oracle observed on all its inputs and did not kill, the most wrong first (by witness error, status witnesses
     first)."""
     w = audit.witness
-    mask = w["witnessed"].to_numpy() & ~v.killed
+    mask = w["witnessed"].to_numpy() & ~v.killed & v.complete
     if not mask.any():
         return []
     frame = audit.mutants.loc[mask, ["mutant_id", "problem", "family", "rule"]].copy()

@@ -25,7 +25,14 @@ Row schema (`OBSERVATION_SCHEMA`; every column not in `REQUIRED_COLUMNS` is null
     status (one of `STATUSES`), error_class, error_message, time_ms (float64), repeat_bitwise_equal,
     fp32_* (the `ErrorEvidence` of the output against the fp32 reference; empty on "reference" rows),
     fp64_* (against the fp64 reference; on "reference" rows: the fp32 reference against the fp64 one),
-    ref_matmul_tf32, ref_cudnn_tf32, ref_matmul_precision, ref_device (the fp32 reference's math mode).
+    ref_matmul_tf32, ref_cudnn_tf32, ref_matmul_precision, ref_device (the fp32 reference's math mode),
+    inferred (schema 2: True on a row that was not observed but stands for one — the inputs of a variant
+    after it hung, or after it crashed the CUDA context more often than the run allows; its status is the
+    one inferred, its error_message says from what. Scoring never judges such a row: the input counts as
+    unobserved. Null or False: observed).
+
+Schema versions: 2 adds `inferred`. Version 1 stores and parts are read as version 2 with `inferred` null;
+appending to a version 1 store writes version 2 parts and manifest.
 
 Determinism: running the same mutants on the same pool and machine gives the same rows for kernels whose
 outputs are bitwise deterministic, except `time_ms` (wall-clock kernel time; timeouts in oracles use it)
@@ -73,7 +80,8 @@ __all__ = [
     "merge_stores",
 ]
 
-STORE_SCHEMA_VERSION = 1
+STORE_SCHEMA_VERSION = 2
+READABLE_SCHEMA_VERSIONS = (1, 2)
 MANIFEST_FILE = "manifest.json"
 PARTS_DIR = "parts"
 SCHEMA_VERSION_KEY = b"oracleaudit.schema_version"
@@ -117,9 +125,11 @@ OBSERVATION_SCHEMA = pa.schema(
         pa.field("ref_cudnn_tf32", pa.bool_()),
         pa.field("ref_matmul_precision", pa.string()),
         pa.field("ref_device", pa.string()),
+        pa.field("inferred", pa.bool_()),
     ],
     metadata={SCHEMA_VERSION_KEY: str(STORE_SCHEMA_VERSION).encode()},
 )
+_V1_SCHEMA = OBSERVATION_SCHEMA.remove(OBSERVATION_SCHEMA.get_field_index("inferred")).remove_metadata()
 
 _PART_NAME = re.compile(r"part-(\d{6,})-(\w+)\.parquet")
 _WORKER = re.compile(r"\w+")
@@ -217,8 +227,9 @@ class EvidenceStore:
         if not isinstance(manifest, dict):
             raise OracleAuditError(f"{where}: not an evidence manifest")
         version = manifest.get("schema_version")
-        if version != STORE_SCHEMA_VERSION:
-            raise OracleAuditError(f"{where}: schema_version must be {STORE_SCHEMA_VERSION}, got {version!r}")
+        if version not in READABLE_SCHEMA_VERSIONS:
+            raise OracleAuditError(f"{where}: schema_version must be one of "
+                                   f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))}, got {version!r}")
         parts = manifest.get("parts")
         if not isinstance(manifest.get("meta"), dict) or not isinstance(parts, list):
             raise OracleAuditError(f"{where}: needs a `meta` object and a `parts` list")
@@ -403,7 +414,7 @@ class EvidenceStore:
         path = self._next_part()
         _write_part(table, path)
         entry = {"file": f"{PARTS_DIR}/{path.name}", "rows": table.num_rows, "sha256": _sha256(path)}
-        self._write_manifest({**self._manifest, "parts": [*keep, entry]})
+        self._write_manifest({**self._manifest, "schema_version": STORE_SCHEMA_VERSION, "parts": [*keep, entry]})
         return path
 
     def _table(self, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
@@ -430,18 +441,27 @@ class EvidenceStore:
             raise OracleAuditError(f"{path}: not a Parquet file ({err})") from None
         schema = handle.schema_arrow
         version = (schema.metadata or {}).get(SCHEMA_VERSION_KEY)
-        if version != str(STORE_SCHEMA_VERSION).encode():
+        if version not in [str(v).encode() for v in READABLE_SCHEMA_VERSIONS]:
             shown = version.decode() if version is not None else None
-            raise OracleAuditError(f"{path}: schema_version must be {STORE_SCHEMA_VERSION}, got {shown!r}")
-        if not schema.remove_metadata().equals(OBSERVATION_SCHEMA.remove_metadata()):
+            raise OracleAuditError(f"{path}: schema_version must be one of "
+                                   f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))}, got {shown!r}")
+        old = version == b"1"
+        expected = _V1_SCHEMA if old else OBSERVATION_SCHEMA.remove_metadata()
+        if not schema.remove_metadata().equals(expected):
             raise OracleAuditError(f"{path}: columns differ from the observation schema")
-        table = handle.read(columns=None if expression is not None else columns)
+        wanted = None if columns is None or expression is not None else [c for c in columns if not old or c != "inferred"]
+        try:
+            table = handle.read(columns=wanted)
+        except (OSError, pa.ArrowInvalid) as err:
+            raise OracleAuditError(f"{path}: cannot be read ({err})") from None
+        if old and (wanted is None or "inferred" in columns):
+            table = table.append_column(OBSERVATION_SCHEMA.field("inferred"), pa.nulls(table.num_rows, pa.bool_()))
+        table = table.replace_schema_metadata(OBSERVATION_SCHEMA.metadata)
         if expression is not None:
             table = table.filter(expression)
-            if columns is not None:
-                table = table.select(list(columns))
+        if columns is not None:
+            table = table.select(list(columns))
         return table
-
 
 def merge_stores(target: Path, sources: Sequence[Path], compact: bool = False) -> dict[str, Any]:
     """`oracleaudit merge`: add to the store at `target` the rows of each source store whose keys it lacks

@@ -428,7 +428,7 @@ def test_detection_is_killed_over_witnessed(designed) -> None:
     result = audit.score(Oracle.load("kernelbench"))
     assert result["witnessed"] == 13 and result["mutants"] == 14  # 11 faults of 1_Sum + gemm_drop + attn_large
     assert result["detection"] == round(result["killed"] / result["witnessed"], 6)
-    assert result["by_family"]["precision"] == {"witnessed": 2, "killed": 1, "detection": 0.5}
+    assert result["by_family"]["precision"] == {"witnessed": 2, "killed": 1, "unobserved": 0, "detection": 0.5}
     escaped = {e["mutant_id"] for e in result["escaped_top"]}
     assert {"rel_2e-5", "odd_only", "negatives", "nondeterministic"} <= escaped
 
@@ -527,7 +527,7 @@ def test_scale_reports_detection_per_level(designed) -> None:
     audit, _, _ = designed
     result = scale(audit, Oracle.load("kernelbench"))
     assert set(result["by_level"]) == {"level1", "level2", "level3"}
-    assert result["by_level"]["level3"] == {"mutants": 1, "witnessed": 1, "killed": 1, "detection": 1.0}
+    assert result["by_level"]["level3"] == {"mutants": 1, "witnessed": 1, "killed": 1, "unobserved": 0, "detection": 1.0}
     assert set(result["by_output_size"]) <= {"1e1-1e2", "1e0-1e1"}
 
 
@@ -563,8 +563,9 @@ def test_score_json_has_the_documented_keys(designed, capsys) -> None:
                         str(mutants), "--json")
     result = json.loads(out)
     assert code == 0
-    assert {"oracle", "witnessed", "killed", "detection", "false_alarms", "by_family"} <= set(result)
-    assert set(result["by_family"]["loop"]) == {"witnessed", "killed", "detection"}
+    assert {"oracle", "witnessed", "killed", "detection", "detection_lower_bound", "escaped", "unobserved",
+            "false_alarms", "by_family"} <= set(result)
+    assert set(result["by_family"]["loop"]) == {"witnessed", "killed", "unobserved", "detection"}
 
 
 def test_several_oracles_give_a_list_and_fail_under_exits_1(designed, capsys) -> None:
@@ -616,3 +617,63 @@ def test_oracles_lists_the_catalog_one_line_each(capsys) -> None:
     code, out = run_cli(capsys, "oracles")
     assert code == 0
     assert [line.split()[0] for line in out.splitlines()] == catalog()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Unobserved pairs: missing rows and inferred rows are neither kills nor escapes
+
+
+@pytest.fixture(scope="module")
+def holes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Audit, Path]:
+    """One row-sum problem and three witnessed faults whose rows on the normal inputs (SOL-ExecBench's only
+    inputs) are not observed: missing, inferred (a hang's other inputs), or missing after crashes on the
+    official inputs."""
+    root = tmp_path_factory.mktemp("holes")
+    s = Synthetic(root)
+    small = {"holey": FAULTS["rel_2e-5"], "inferred": FAULTS["rel_2e-5"], "crash_then_hole": FAULTS["crash"],
+             "observed": FAULTS["rel_2e-5"]}
+    s.problem("level1/1_Sum", faults=small)
+    normal = set(NORMAL[:10])
+    rows = []
+    for row in s.rows:
+        if row["input_id"] in normal and row["mutant_id"] in ("holey", "crash_then_hole"):
+            continue
+        if row["input_id"] in normal and row["mutant_id"] == "inferred":
+            row = {k: row[k] for k in ("problem", "mutant_id", "input_id", "input_seed", "shape_variant",
+                                       "distribution", "output_index")}
+            row.update(status="Timeout", error_class="TimeoutError", inferred=True,
+                       error_message="not run: the variant hung on another input")
+        rows.append(row)
+    s.rows = rows
+    evidence, mutants = s.build()
+    return Audit.load(evidence, mutants), evidence
+
+
+def test_inferred_rows_are_left_out_when_reading_a_store(holes) -> None:
+    audit, _ = holes
+    assert audit.obs.inferred == 10
+    frame = audit.obs.frame
+    assert not ((frame["mutant_id"] == "inferred") & frame["input_id"].isin(NORMAL[:10])).any()
+
+
+def test_a_mutant_not_observed_on_some_input_of_an_oracle_is_unobserved_not_escaped(holes) -> None:
+    audit, _ = holes
+    sol = audit.score(Oracle.load("sol-execbench"))
+    assert sol["witnessed"] == 4 and sol["unobserved"] == 3 and sol["escaped"] == 1 and sol["killed"] == 0
+    assert [e["mutant_id"] for e in sol["escaped_top"]] == ["observed"]
+    assert sol["detection"] == 0.0 and sol["detection_lower_bound"] == 0.0
+    kb = audit.score(Oracle.load("kernelbench"))  # draws only the official inputs, all observed
+    assert kb["unobserved"] == 0 and kb["killed"] == 1  # the crash
+    assert {e["mutant_id"] for e in kb["escaped_top"]} == {"holey", "inferred", "observed"}
+    assert kb["detection"] == kb["detection_lower_bound"] == 0.25
+
+
+def test_a_kill_on_an_observed_input_stands_whatever_is_unobserved(holes) -> None:
+    audit, _ = holes
+    robust = Oracle.load("robust-kbench")  # official and normal inputs at 1e-5: every fault fails on official
+    v = audit.verdicts(robust)
+    state = {m: (bool(k), bool(c)) for m, k, c in zip(audit.mutants["mutant_id"], v.killed, v.complete)}
+    assert state == {"crash_then_hole": (True, False), "holey": (True, False), "inferred": (True, False),
+                     "observed": (True, True)}
+    result = audit.score(robust)
+    assert result["unobserved"] == 0 and result["detection"] == 1.0

@@ -81,7 +81,7 @@ def test_rows_round_trip_through_real_parquet_files(tmp_path: Path):
     first = store.append(rows[:5])
     second = store.append(rows[5:])
     assert first.name == "part-000001-0.parquet" and second.name == "part-000002-0.parquet"
-    assert pq.read_schema(first).metadata[SCHEMA_VERSION_KEY] == b"1"
+    assert pq.read_schema(first).metadata[SCHEMA_VERSION_KEY] == b"2"
     assert pq.ParquetFile(first).metadata.row_group(0).column(0).compression == "ZSTD"
 
     reopened = EvidenceStore(tmp_path / "evidence").open()
@@ -291,17 +291,38 @@ def test_a_part_with_another_schema_version_is_refused_naming_the_file(tmp_path:
     manifest = json.loads(store.manifest_path.read_text())
     manifest["parts"][0]["sha256"] = hashlib.sha256(part.read_bytes()).hexdigest()
     store.manifest_path.write_text(json.dumps(manifest))
-    with pytest.raises(OracleAuditError, match=rf"{part}: schema_version must be 1, got '99'"):
+    with pytest.raises(OracleAuditError, match=rf"{part}: schema_version must be one of 1, 2, got '99'"):
         EvidenceStore(tmp_path / "evidence").read()
 
 
 def test_a_manifest_with_another_schema_version_is_refused_naming_the_file(tmp_path: Path):
     store = EvidenceStore(tmp_path / "evidence").create(META)
     manifest = json.loads(store.manifest_path.read_text())
-    manifest["schema_version"] = 2
+    manifest["schema_version"] = 3
     store.manifest_path.write_text(json.dumps(manifest))
-    with pytest.raises(OracleAuditError, match=rf"{store.manifest_path}: schema_version must be 1, got 2"):
+    with pytest.raises(OracleAuditError, match=rf"{store.manifest_path}: schema_version must be one of 1, 2, got 3"):
         EvidenceStore(tmp_path / "evidence").open()
+
+
+def test_a_version_1_store_reads_with_inferred_null_and_takes_version_2_parts(tmp_path: Path):
+    """Version 1 had no `inferred` column (the bundled evidence was made then)."""
+    store = EvidenceStore(tmp_path / "evidence").create(META)
+    part = store.append(all_rows()[:3])
+    table = pq.read_table(part).drop_columns(["inferred"]).replace_schema_metadata({SCHEMA_VERSION_KEY: b"1"})
+    pq.write_table(table, part, compression="zstd")
+    manifest = json.loads(store.manifest_path.read_text())
+    manifest["schema_version"] = 1
+    manifest["parts"][0]["sha256"] = hashlib.sha256(part.read_bytes()).hexdigest()
+    store.manifest_path.write_text(json.dumps(manifest))
+
+    old = EvidenceStore(tmp_path / "evidence").open()
+    rows = old.read()
+    assert len(rows) == 3 and rows["inferred"].isna().all()
+    assert old.read(columns=["inferred", "mutant_id"]).columns.tolist() == ["inferred", "mutant_id"]
+    old.append([{**all_rows()[3], "inferred": True}])
+    assert json.loads(store.manifest_path.read_text())["schema_version"] == 2
+    again = EvidenceStore(tmp_path / "evidence").read()
+    assert again["inferred"].tolist()[:3] == [None] * 3 and again["inferred"].tolist()[3] is True
 
 
 def test_a_part_changed_after_commit_is_refused(tmp_path: Path):
@@ -342,5 +363,6 @@ def test_the_schema_holds_both_evidence_prefixes_and_the_reference_math_mode():
                          "output_index", "status"]
     assert {"fp32_hull_r", "fp64_hull_d", "fp32_within_1e-04", "fp64_cosine", "ref_cudnn_tf32"} <= set(names)
     assert OBSERVATION_SCHEMA.field("output_index").type == pa.int32()
-    assert OBSERVATION_SCHEMA.metadata[SCHEMA_VERSION_KEY] == b"1"
+    assert OBSERVATION_SCHEMA.metadata[SCHEMA_VERSION_KEY] == b"2"
+    assert OBSERVATION_SCHEMA.field("inferred").type == pa.bool_()
     assert np.all([OBSERVATION_SCHEMA.field(n).nullable for n in names[8:]])
