@@ -42,7 +42,7 @@ def _naive(mutant_record, pool_name, workdir, gpu) -> None:
     from oracleaudit.pool import Pool
     from oracleaudit.problem import load_solution_module
     from oracleaudit.problem import problem_at
-    from oracleaudit.worker import WEIGHT_SEED, _double, _tensors, entry_init
+    from oracleaudit.worker import WEIGHT_SEED, _double, entry_init, tensors
 
     mutant = Mutant(**mutant_record)
     source = Path(mutant.source)
@@ -67,9 +67,9 @@ def _naive(mutant_record, pool_name, workdir, gpu) -> None:
         torch.manual_seed(WEIGHT_SEED)
         model_new = solution.ModelNew(*init).to(device)
         with torch.no_grad():
-            outs = _tensors(model_new(*inputs))
-            refs = _tensors(model(*inputs))
-            refs64 = _tensors(model64(*[_double(x) for x in inputs]))
+            outs = tensors(model_new(*inputs))
+            refs = tensors(model(*inputs))
+            refs64 = tensors(model64(*[_double(x) for x in inputs]))
         for out, r32, r64 in zip(outs, refs, refs64):
             measure(out, r32, engine="auto")  # the engine `oracleaudit run` uses by default
             measure(out, r64, engine="auto")
@@ -107,11 +107,13 @@ def main() -> None:
         # Printed now: the naive side takes far longer and may be cut short by a time limit.
         print(f"oracleaudit run:  {ours:8.1f} s  {60 * n / ours:8.1f} mutants/min", flush=True)
         summary = result.summary()
-        total = max(summary["build_s"] + summary["exec_s"] + summary["evidence_s"], 1e-9)
-        print(f"oracleaudit process-seconds: build {summary['build_s']:.1f} · execution {summary['exec_s']:.1f} · "
-              f"evidence {summary['evidence_s']:.1f} (builds overlap execution)")
-        print(f"oracleaudit time shares: build {100 * summary['build_s'] / total:.0f}% · execution "
-              f"{100 * summary['exec_s'] / total:.0f}% · evidence {100 * summary['evidence_s'] / total:.0f}%")
+        phases = summary["phases"]
+        build, execution, evidence = phases["build_cpu_s"], phases["execution_s"], phases["evidence_s"]
+        total = max(build + execution + evidence, 1e-9)
+        print(f"oracleaudit process-seconds: build {build:.1f} · execution {execution:.1f} · "
+              f"evidence {evidence:.1f} (builds overlap execution)")
+        print(f"oracleaudit time shares: build {100 * build / total:.0f}% · execution "
+              f"{100 * execution / total:.0f}% · evidence {100 * evidence / total:.0f}%")
         print(f"observations by status: {summary['observations_by_status']}; errors: {len(result.errors)}",
               flush=True)
         # The same run again into an empty store, its extensions now in the cache: what remains with no

@@ -94,11 +94,13 @@ def main() -> None:
             wall = time.perf_counter() - started
             summary = result.summary()
             results.append({"engine": engine, "wall_s": round(wall, 1),
-                            "variants_per_s": round(result.variants / wall, 3), "exec_s": summary["exec_s"],
-                            "evidence_s": summary["evidence_s"], "by_status": summary["observations_by_status"],
+                            "variants_per_s": round(result.variants / wall, 3),
+                            "exec_s": summary["phases"]["execution_s"], "evidence_s": summary["phases"]["evidence_s"],
+                            "by_status": summary["observations_by_status"],
                             "errors": len(result.errors)})
             print(f"engine {engine:>5}: {wall:6.1f} s  {result.variants / wall:6.2f} variants/s  "
-                  f"worker-seconds: execution {summary['exec_s']:.1f} · evidence {summary['evidence_s']:.1f}  "
+                  f"worker-seconds: execution {summary['phases']['execution_s']:.1f} · evidence "
+                  f"{summary['phases']['evidence_s']:.1f}  "
                   f"{summary['observations_by_status']}", flush=True)
         base = observations(work / f"evidence-{args.engines[0]}")
         for entry in results:

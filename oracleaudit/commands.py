@@ -120,6 +120,7 @@ def _run_mutate(args: argparse.Namespace) -> int:
 @command
 def register_run(sub: argparse._SubParsersAction) -> None:
     from oracleaudit.runner import JOB_SIZE  # light: the runner imports torch only when it runs
+    from oracleaudit.supervisor import MAX_CRASHES
 
     parser = sub.add_parser(
         "run", help="run every mutant against the input pool on the GPU and record error evidence",
@@ -137,11 +138,19 @@ def register_run(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--per-solution", type=int, metavar="N",
                         help="run only the first N Pending mutants of each solution by id (a deterministic sample)")
     parser.add_argument("--workers-per-gpu", type=int, default=1, metavar="K",
-                        help="worker processes sharing each GPU, each on its own job (default: 1; more "
-                             "keeps the GPU busy while workers do host-side work)")
+                        help="at most K worker processes share each GPU, each on its own slice (default: 1; "
+                             "more keeps the GPU busy while workers do host-side work; fewer run when their "
+                             "measured memory would not fit)")
     parser.add_argument("--job-size", type=int, default=JOB_SIZE, metavar="N",
                         help="share a solution's variants among the workers in slices of at most N (default: "
-                             "%(default)s; each slice computes the references again)")
+                             "%(default)s; each slice runs the original once)")
+    parser.add_argument("--max-crashes", type=int, default=MAX_CRASHES, metavar="N",
+                        help="a variant that crashes the CUDA context goes on in a fresh worker on its other "
+                             "inputs; after N such crashes (default: %(default)s; 0: no limit) its remaining "
+                             "inputs are recorded as inferred, which scoring treats as unobserved")
+    parser.add_argument("--stop-after", type=float, metavar="SECONDS",
+                        help="stop after this long as Ctrl-C would (pairs in flight are dropped) and print the "
+                             "summary; running again continues")
     parser.add_argument("--evidence-engine", choices=("torch", "auto", "fused"), default="auto",
                         help="how the evidence is computed: auto (default), the fused CUDA kernels, built "
                              "once with nvcc, where they apply and build, else PyTorch operations; torch: "
@@ -158,7 +167,7 @@ def _run_run(args: argparse.Namespace) -> int:
                         scheduler=args.scheduler, timeout_factor=args.timeout_factor,
                         per_solution=args.per_solution, workers_per_gpu=args.workers_per_gpu,
                         job_size=args.job_size, evidence_engine=args.evidence_engine,
-                        show_progress=not args.json)
+                        max_crashes=args.max_crashes, stop_after_s=args.stop_after, show_progress=not args.json)
     for line in result.errors:
         print(f"oracleaudit: {line}", file=sys.stderr)
     summary = result.summary()
@@ -166,9 +175,13 @@ def _run_run(args: argparse.Namespace) -> int:
         print_json(summary)
     else:
         report_text.table("Observations", ["status", "count"], sorted(summary["observations_by_status"].items()))
-        print(f"{summary['variants_run']} variants run, {summary['variants_skipped']} already recorded; "
-              f"build {summary['build_s']} s, wall {summary['wall_s']} s")
-    return 0 if result.variants or result.skipped or not result.errors else 1
+        report_text.table("Seconds by phase", ["phase", "seconds"], sorted(summary["phases"].items()))
+        busy = summary["gpu_busy_fraction"]
+        print(f"{summary['variants_run']} variants on {summary['pairs_run']} (variant, input) pairs "
+              f"({summary['inferred_rows']} rows inferred), {summary['pairs_skipped']} pairs already recorded; "
+              f"wall {summary['wall_s']} s, {summary['variants_per_min']} variants/min, "
+              f"GPU busy {'n/a' if busy is None else f'{busy:.0%}'}; {summary['restarts']} worker restarts")
+    return 0 if result.pairs or result.skipped or not result.errors else 1
 
 
 @command
@@ -282,9 +295,13 @@ def _run_score(args: argparse.Namespace) -> int:
         print_json(results[0] if len(results) == 1 else results)
     else:
         report_text.table(f"Oracles ({results[0]['mutants']} mutants, {results[0]['problems']} problems)",
-                          ["oracle", "witnessed", "killed", "detection", "escaped", "false alarms"],
+                          ["oracle", "witnessed", "killed", "detection", "escaped", "unobserved", "false alarms"],
                           [[r["oracle"], r["witnessed"], r["killed"], _pct(r["detection"]), r["escaped"],
-                            r["false_alarms"]] for r in results])
+                            r["unobserved"], r["false_alarms"]] for r in results])
+        if any(r["unobserved"] for r in results):
+            print("unobserved: witnessed mutants not killed whose rows on some input of the oracle are missing or "
+                  "inferred (a crash or hang cut their run short); they count neither as caught nor as escaped",
+                  file=sys.stderr)
         for r in results:
             if r["inexact_verdicts"]:
                 print(f"oracleaudit: {r['oracle']}: {r['inexact_verdicts']} verdicts cannot be proven from the "
@@ -329,7 +346,8 @@ def _pct(value) -> str:
 def _cell(group) -> str:
     if not group:
         return ""
-    return f"{_pct(group['detection'])} ({group['killed']}/{group['witnessed']})"
+    observed = group["witnessed"] - group.get("unobserved", 0)
+    return f"{_pct(group['detection'])} ({group['killed']}/{observed})"
 
 
 @command

@@ -1,72 +1,90 @@
-"""The run stage: mutants → jobs (one per solution) → GPU workers under supervision (timeouts, crashes,
-restarts) → observation rows appended to the evidence store; resumable at variant granularity.
+"""The run stage: mutants → jobs (one per solution) → builds → slices on GPU workers under supervision →
+observation rows appended to the evidence store; resumable at (variant, input) granularity.
 
-Scheduling (local backend): every extension of every job is built in a process pool, the jobs with the most
-variants first; once all of a job's extensions are built, the job is cut into slices of at most `job_size`
-variants (`split_job`) which any worker may take, so a solution with hundreds of mutants is not run by one
-worker while the others sit idle. Each slice loads the same cached extensions; only the first records the
-references and the original, the others run the original once, unrecorded, to time their deadlines.
+Planning (`plan_jobs`): a job is a solution's original and Pending mutants, each with the pool inputs it
+still lacks rows for in the store, and the inputs whose reference rows are missing. Every (variant, input)
+pair of the plan ends with a row: observed, or inferred and flagged (supervisor.py), so a finished run has
+no holes; a job that fails as a whole is reported and its pairs are run again by the next run.
 
-Supervision: each GPU has one worker subprocess (worker.py). The supervisor waits for the worker's messages
-with a deadline: while building, `BUILD_TIMEOUT_S`; for the original, `ORIGINAL_TIMEOUT_S`; for a mutant,
-`timeout_floor_s + timeout_factor × (the original's time over all inputs)`. A worker that misses a deadline
-is killed and the variant is recorded as Timeout on every input; a worker that dies (illegal memory access
-or another sticky CUDA error ends its CUDA context, so the worker exits on purpose) has its variant recorded
-as RuntimeError. Either way a fresh worker takes the rest of the job; the extension build is cached in the
-cache folder, so the restart does not recompile.
+Scheduling (local backend): every job's extensions are built in a process pool, the jobs with the most
+variants first; once a job is built it is cut into slices of at most `job_size` variants (`split_job`) that
+any worker may take. `workers_per_gpu` supervisor threads per GPU each drive a worker process; before a slice
+starts, its supervisor takes a memory lease on its GPU (admission.py), so a GPU runs only as many slices as
+fit in its memory. Slices whose pairs ran out of memory while sharing the GPU come back as exclusive jobs,
+run last, each with the GPU to itself.
 
-Backends: `local` runs `workers_per_gpu` supervisor threads per GPU (joblib, threads) over a shared queue
-of jobs — several workers share one GPU when a job's host-side work (Python, input generation, evidence)
-leaves the GPU idle, which is the case for most single-operator problems;
-`dask` submits each job to a Dask distributed cluster as a task needing one `GPU` resource, and the client
-appends what comes back.
+Recording: rows are buffered and committed to the store every `FLUSH_S` seconds (and at the end, or on
+Ctrl-C), one part per commit; a crash loses at most the uncommitted rows, which the next run observes again.
+
+Backends: `local` as above; `dask` submits each job to a Dask distributed cluster as a task needing one
+`GPU` resource, and the client appends what comes back.
 """
 
 from __future__ import annotations
 
 import multiprocessing
-import queue
+import os
 import threading
 import time
-from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from collections import Counter, defaultdict, deque
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.mutant import PENDING, Mutant, read_mutants
 from oracleaudit.problem import problem_at
-from oracleaudit.worker import ORIGINAL, REFERENCE, Job, usable_cpus
+from oracleaudit.protocol import ORIGINAL, REFERENCE, Job
+from oracleaudit.supervisor import MAX_CRASHES, ORIGINAL_TIMEOUT_S, Supervisor  # noqa: F401 (re-exported)
+from oracleaudit.worker import usable_cpus
 
-BUILD_TIMEOUT_S = 3600.0
-ORIGINAL_TIMEOUT_S = 600.0
-JOB_SIZE = 48  # variants per slice of a job; each slice pays once for the references and for timing the original
+JOB_SIZE = 48  # variants per slice; every slice loads the extension and runs the original once
+FLUSH_S = 2.0  # seconds between commits of buffered rows
+PHASES = ("build_load", "load", "references", "execution", "evidence")
 
 
 @dataclass
 class RunResult:
     solutions: int = 0
-    variants: int = 0
-    skipped: int = 0
+    variants: int = 0  # variants (originals and mutants) with rows recorded by this run
+    pairs: int = 0  # (variant, input) pairs recorded by this run
+    skipped: int = 0  # pairs already in the store
     by_status: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    inferred: int = 0  # rows recorded as inferred (not observed)
     errors: list[str] = field(default_factory=list)
-    build_s: float = 0.0
-    exec_s: float = 0.0
-    evidence_s: float = 0.0
+    build_s: float = 0.0  # CPU seconds of the build processes
+    build_wall_s: float = 0.0  # from the start to the last build's end
+    seconds: Counter = field(default_factory=Counter)  # worker seconds by phase
+    idle_s: float = 0.0  # slot seconds spent waiting for a built job or for GPU memory
+    restarts: int = 0
+    exclusive_jobs: int = 0
+    peak_bytes: dict[str, int] = field(default_factory=dict)  # per problem: the largest worker peak reported
+    gpu_busy_fraction: float | None = None
+    execution_wall_s: float = 0.0  # from the first slice's start to the last slice's end
     wall_s: float = 0.0
+    stopped: bool = False  # stopped by `stop_after_s` before the end (run again to continue)
 
     def summary(self) -> dict:
-        return {"solutions": self.solutions, "variants_run": self.variants, "variants_skipped": self.skipped,
-                "observations_by_status": dict(sorted(self.by_status.items())), "errors": self.errors,
-                "build_s": round(self.build_s, 1), "exec_s": round(self.exec_s, 1),
-                "evidence_s": round(self.evidence_s, 1), "wall_s": round(self.wall_s, 1)}
+        minutes = self.wall_s / 60
+        return {"solutions": self.solutions, "variants_run": self.variants, "pairs_run": self.pairs,
+                "pairs_skipped": self.skipped, "observations_by_status": dict(sorted(self.by_status.items())),
+                "inferred_rows": self.inferred, "errors": self.errors,
+                "phases": {"build_cpu_s": round(self.build_s, 1), "build_wall_s": round(self.build_wall_s, 1),
+                           **{f"{name}_s": round(self.seconds.get(name, 0.0), 1) for name in PHASES},
+                           "idle_s": round(self.idle_s, 1)},
+                "restarts": self.restarts, "exclusive_jobs": self.exclusive_jobs,
+                "peak_gpu_bytes_by_problem": dict(sorted(self.peak_bytes.items())),
+                "gpu_busy_fraction": None if self.gpu_busy_fraction is None else round(self.gpu_busy_fraction, 3),
+                "execution_wall_s": round(self.execution_wall_s, 1), "wall_s": round(self.wall_s, 1),
+                "stopped": self.stopped,
+                "variants_per_min": round(self.variants / minutes, 1) if minutes > 0 else None}
 
 
-def plan_jobs(mutants: list[Mutant], pool: str, build_root: Path, done: set[str],
+def plan_jobs(mutants: list[Mutant], pool: str, build_root: Path, done: set[tuple[str, str, str]],
               per_solution: int | None = None) -> tuple[list[Job], list[str], int]:
-    """One job per solution file: the Pending mutants (the original runs with every job), or the first
-    `per_solution` of them by id (a deterministic sample). Returns the jobs, error lines, and how many
-    variants are already recorded."""
+    """One job per solution file: the original and the Pending mutants (or the first `per_solution` of them
+    by id, a deterministic sample), each on the pool inputs without a row in `done` ((problem, mutant_id,
+    input_id) triples). Returns the jobs, error lines, and how many pairs are already recorded."""
     from oracleaudit.pool import Pool, names_a_file
     from oracleaudit.problem import file_sha256
 
@@ -92,42 +110,52 @@ def plan_jobs(mutants: list[Mutant], pool: str, build_root: Path, done: set[str]
             errors.append(f"{source}: changed since its mutants were made (sha256 differs); mutate again")
             continue
         problem = problem_at(problem_file)
+        label = problem.label
         keys = tuple((e.key, e.seed, e.variant, e.distribution) for e in loaded.entries_for(problem))
-        skip = tuple(k for k in [REFERENCE, ORIGINAL, *(m.id for m in group)] if f"{problem.label}::{k}" in done)
-        recorded += len(set(skip) - {REFERENCE})
-        if len(skip) == len(group) + 2:
+        # Resolved once here: a worker would otherwise run the reference on the CPU again to validate them.
+        shapes = tuple((v.name, v.overrides, v.input_shapes) for v in loaded.shape_plan(problem).variants)
+        inputs = [key for key, *_ in keys]
+        work = []
+        for variant in [ORIGINAL, *(m.id for m in group)]:
+            todo = tuple(key for key in inputs if (label, variant, key) not in done)
+            recorded += len(inputs) - len(todo)
+            if todo:
+                work.append((variant, todo))
+        references = tuple(key for key in inputs if (label, REFERENCE, key) not in done)
+        if not work and not references:
             continue
         jobs.append(Job(solution=str(path.resolve()), problem_path=str(Path(problem_file).resolve()),
-                        mutants=tuple(_as_dict(m) for m in group), pool=pool_ref, entry_keys=keys,
-                        build_dir=str(build_root), device="cuda:0", skip_variants=skip))
+                        problem=label, mutants=tuple(asdict(m) for m in group), pool=pool_ref, entry_keys=keys,
+                        build_dir=str(build_root), work=tuple(work), record_references=references, shapes=shapes))
     return jobs, errors, recorded
 
 
 def split_job(job: Job, size: int) -> list[Job]:
-    """Cut a job into slices of at most `size` of its variants still to run, as even as possible. A slice is
-    the job with the other slices' mutants added to `skip_variants`: every slice plans (and loads) the same
-    extensions. The first slice records the references and the original; the later ones skip them, which
-    makes their workers run the original unrecorded to time the deadlines (as a resumed job does)."""
+    """Cut a job into slices of at most `size` of its mutants, as even as possible. Every slice keeps all
+    mutants for the build plan (so every slice loads the same extensions); the first slice also has the
+    original and the reference rows. A slice without the original runs it first unrecorded to time the
+    mutants' deadlines."""
     if size < 1:
         raise ValueError(f"a job slice holds at least one variant, got {size}")
-    skip = set(job.skip_variants)
-    todo = [m["id"] for m in job.mutants if m["id"] not in skip]
-    if len(todo) <= size:
+    mutants = [(v, inputs) for v, inputs in job.work if v != ORIGINAL]
+    original = [(v, inputs) for v, inputs in job.work if v == ORIGINAL]
+    if len(mutants) <= size:
         return [job]
-    count = -(-len(todo) // size)
-    width = -(-len(todo) // count)
+    count = -(-len(mutants) // size)
+    width = -(-len(mutants) // count)
     slices = []
-    for start in range(0, len(todo), width):
-        others = set(todo) - set(todo[start:start + width])
-        if start:
-            others |= {REFERENCE, ORIGINAL}
-        slices.append(replace(job, skip_variants=tuple(sorted(skip | others))))
+    for start in range(0, len(mutants), width):
+        part = mutants[start:start + width]
+        if start == 0:
+            slices.append(replace(job, work=tuple(original + part)))
+        else:
+            slices.append(replace(job, work=tuple(part), record_references=()))
     return slices
 
 
 def variants_to_run(job: Job) -> int:
-    """The variants a job records: its mutants and the original, less those already recorded."""
-    return len(job.mutants) + 1 - len(set(job.skip_variants) - {REFERENCE})
+    """The variants of a job with pairs still to observe."""
+    return len(job.work)
 
 
 def build_root() -> Path:
@@ -147,169 +175,54 @@ def _sha256(mutants_dir: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _as_dict(mutant: Mutant) -> dict:
-    from dataclasses import asdict
+class Recorder:
+    """Buffers rows and commits them to the store every `FLUSH_S` seconds (thread-safe); counts them."""
 
-    return asdict(mutant)
+    def __init__(self, store, result: RunResult, advance: Callable[[int], None]):
+        self.store = store
+        self.result = result
+        self.advance = advance
+        self.lock = threading.Lock()
+        self.buffer: list[dict] = []
+        self.flushed = time.monotonic()
+        self.variants: set[tuple[str, str]] = set()
 
+    def __call__(self, variant: str, rows: list[dict]) -> None:
+        with self.lock:
+            self.buffer.extend(rows)
+            for row in rows:
+                self.result.by_status[row["status"]] += 1
+                self.result.inferred += bool(row.get("inferred"))
+            if variant != REFERENCE and rows:
+                self.result.pairs += 1
+                self.variants.add((rows[0]["problem"], variant))
+                self.result.variants = len(self.variants)
+                self.advance(1)
+            if time.monotonic() - self.flushed >= FLUSH_S:
+                self._flush()
 
-class Supervisor:
-    """Drives one worker subprocess on one GPU through jobs, restarting it after a crash or a timeout."""
+    def flush(self) -> None:
+        with self.lock:
+            self._flush()
 
-    def __init__(self, gpu: int, on_rows: Callable[[str, list[dict]], None], timeout_factor: float,
-                 timeout_floor_s: float, log_dir: Path, stop: threading.Event | None = None):
-        self.gpu = gpu
-        self.stop = stop or threading.Event()
-        self.on_rows = on_rows
-        self.timeout_factor = timeout_factor
-        self.timeout_floor_s = timeout_floor_s
-        self.log_dir = log_dir
-        self.process = None
-        self.conn = None
-        self.build_s = 0.0
-        self.exec_s = 0.0
-        self.evidence_s = 0.0
-
-    def _start(self) -> None:
-        from oracleaudit import worker
-
-        context = multiprocessing.get_context("spawn")
-        parent, child = context.Pipe()
-        self.process = context.Process(target=worker.main, args=(child, f"cuda:{self.gpu}"), daemon=True)
-        self.process.start()
-        self.conn = parent
-
-    def _stop(self, kill: bool) -> None:
-        if self.process is None:
-            return
-        if kill:
-            self.process.kill()
-        else:
-            try:
-                self.conn.send(None)
-            except (BrokenPipeError, OSError):
-                pass
-        self.process.join(timeout=30)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join()
-        self.process = None
-
-    def close(self) -> None:
-        self._stop(kill=False)
-
-    def interrupt(self) -> None:
-        """From another thread: kill the worker now; the supervising thread sees it die and, with `stop` set,
-        records nothing and returns."""
-        process = self.process
-        if process is not None:
-            process.kill()
-
-    def run(self, job: Job) -> list[str]:
-        """Run a job to the end; returns error lines (a job-level failure such as a failed build)."""
-        job = replace(job, device=f"cuda:{self.gpu}")
-        entries = job.entry_keys
-        skip = set(job.skip_variants)
-        # The variants' deadlines scale with the original's time: when the original is already in the store
-        # (a resumed run), the worker runs it once more to time it, and its rows are not recorded again.
-        recorded = set(job.skip_variants)
-        time_original = ORIGINAL in recorded
-        original_s: float | None = None
-        errors: list[str] = []
-        retried = False
-        while not self.stop.is_set():
-            if self.process is None:
-                self._start()
-            skipping = skip - {ORIGINAL} if time_original else skip
-            self.conn.send(replace(job, skip_variants=tuple(sorted(skipping))))
-            deadline = time.monotonic() + BUILD_TIMEOUT_S
-            current, variant_started = None, time.monotonic()
-            restart = False
-            while not restart:
-                remaining = deadline - time.monotonic()
-                if not self.conn.poll(max(0.0, remaining)):
-                    self._record_failure(job, current, entries, "Timeout", "TimeoutError",
-                                         f"no result within {deadline - variant_started:.0f} s", skip)
-                    skip.add(current or ORIGINAL)
-                    time_original = False
-                    self._stop(kill=True)
-                    restart = True
-                    break
-                try:
-                    message = self.conn.recv()
-                except (EOFError, OSError):
-                    self._record_failure(job, current, entries, "RuntimeError", "WorkerDied",
-                                         f"the worker process died (exit code {self.process.exitcode})", skip)
-                    time_original = False
-                    if current is None:
-                        errors.append(f"{job.solution}: the worker died before running any variant")
-                        self._stop(kill=True)
-                        return errors
-                    skip.add(current)
-                    self._stop(kill=True)
-                    restart = True
-                    break
-                kind = message[0]
-                if kind == "built":
-                    self.build_s += message[1]
-                    deadline = time.monotonic() + ORIGINAL_TIMEOUT_S
-                elif kind == "variant":
-                    current, variant_started = message[1], time.monotonic()
-                    limit = ORIGINAL_TIMEOUT_S if current == ORIGINAL or original_s is None else \
-                        self.timeout_floor_s + self.timeout_factor * original_s
-                    deadline = variant_started + limit
-                elif kind == "rows":
-                    key, rows = message[1], message[2]
-                    if key == ORIGINAL:
-                        original_s = time.monotonic() - variant_started
-                        time_original = False
-                    if key not in recorded:
-                        self.on_rows(key, rows)
-                    skip.add(key)
-                    deadline = time.monotonic() + (BUILD_TIMEOUT_S if current is None else ORIGINAL_TIMEOUT_S)
-                elif kind == "fatal":
-                    skip.add(message[1])
-                    time_original = False
-                    self._stop(kill=True)
-                    restart = True
-                elif kind == "done":
-                    self.exec_s += message[1]["exec_s"]
-                    self.evidence_s += message[1]["evidence_s"]
-                    return errors
-                elif kind == "error":
-                    if len(message) > 2 and not message[2]:  # the worker's CUDA context died: fresh worker
-                        self._stop(kill=True)
-                        if not retried:  # the job may have failed only because of that context: once more
-                            retried = restart = True
-                            continue
-                    errors.append(f"{job.solution}: {message[1]}")
-                    return errors
-            if not restart:
-                return errors
-        return errors
-
-    def _record_failure(self, job: Job, current: str | None, entries, status: str, error_class: str,
-                        message: str, done: set[str]) -> None:
-        # A worker killed because the run stops records nothing; nor does a variant already recorded (an
-        # original run again only to time it, or a worker stalling after it sent a variant's rows).
-        if current is None or self.stop.is_set() or current in done:
-            return
-        problem = problem_at(job.problem_path)
-        rows = [{"mutant_id": current, "problem": problem.label, "input_id": key, "input_seed": seed,
-                 "shape_variant": variant, "distribution": distribution, "output_index": 0, "status": status,
-                 "error_class": error_class, "error_message": message}
-                for key, seed, variant, distribution in entries]
-        self.on_rows(current, rows)
+    def _flush(self) -> None:
+        if self.buffer:
+            self.store.append(self.buffer)
+            self.buffer = []
+        self.flushed = time.monotonic()
 
 
 def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = None, backend: str = "local",
         scheduler: str | None = None, timeout_factor: float = 10.0, timeout_floor_s: float = 30.0,
         per_solution: int | None = None, workers_per_gpu: int = 1, job_size: int = JOB_SIZE,
-        evidence_engine: str = "auto", show_progress: bool = True) -> RunResult:
-    """Run every Pending mutant (and each solution's original) through the pool on the GPUs; append the
-    observations to the evidence store at `out`. Safe to interrupt and run again. With the local backend a
-    job is shared out in slices of at most `job_size` variants. `evidence_engine`: evidence.measure's
-    engine (torch: PyTorch operations; auto: the fused kernels where they apply)."""
+        evidence_engine: str = "auto", max_crashes: int = MAX_CRASHES, stop_after_s: float | None = None,
+        show_progress: bool = True) -> RunResult:
+    """Observe every Pending mutant (and each solution's original) on every input of the pool on the GPUs,
+    appending the rows to the evidence store at `out`. Safe to interrupt and run again. With the local
+    backend a job is shared out in slices of at most `job_size` variants, at most `workers_per_gpu` at a
+    time per GPU (fewer when their memory would not fit). `max_crashes`: sticky crashes of one variant in a
+    slice before its other inputs are inferred (0: no limit). `stop_after_s`: stop starting pairs after that
+    many seconds, as Ctrl-C does (the pairs in flight are dropped), and return what was recorded."""
     from oracleaudit.evidence import ENGINES
     from oracleaudit.progress import progress_bar
     from oracleaudit.store import RUN_IDENTITY, EvidenceStore
@@ -323,6 +236,10 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
         raise OracleAuditError(f"--workers-per-gpu must be ≥ 1, got {workers_per_gpu}")
     if job_size < 1:
         raise OracleAuditError(f"--job-size must be ≥ 1, got {job_size}")
+    if max_crashes < 0:
+        raise OracleAuditError(f"--max-crashes must be ≥ 0, got {max_crashes}")
+    if stop_after_s is not None and not stop_after_s > 0:
+        raise OracleAuditError(f"--stop-after must be > 0 seconds, got {stop_after_s}")
     if evidence_engine not in ENGINES:
         raise OracleAuditError(f"--evidence-engine must be one of {', '.join(ENGINES)}, got {evidence_engine!r}")
     if backend not in ("local", "dask"):
@@ -337,109 +254,72 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
     # pool may not. `mutants_sha256` records the mutants file of the run that created the store.
     store = EvidenceStore(out).open_or_create({"pool": pool, "mutants_sha256": _sha256(mutants_dir)},
                                               identity=RUN_IDENTITY)
-    # A variant's rows are appended in one part, so any committed row means the whole variant is recorded.
-    done = {f"{problem}::{mutant}" for problem, mutant, _ in store.done_keys()}
-    jobs, errors, recorded = plan_jobs(mutants, pool, build_root(), done, per_solution)
+    jobs, errors, recorded = plan_jobs(mutants, pool, build_root(), store.done_keys(), per_solution)
     jobs = [replace(job, evidence_engine=evidence_engine) for job in jobs]
     result = RunResult(solutions=len(jobs), errors=errors, skipped=recorded)
-    if not jobs:
-        result.wall_s = time.perf_counter() - started
-        return result
-    lock = threading.Lock()
-    total = sum(variants_to_run(job) for job in jobs)
-
-    with progress_bar("running variants", total=total, enabled=show_progress) as advance:
-        def on_rows(key: str, rows: list[dict]) -> None:
-            with lock:
-                store.append(rows)
-                for row in rows:
-                    result.by_status[row["status"]] += 1
-                if key != REFERENCE:
-                    result.variants += 1
-                    advance(1)
-
-        if backend == "local":
-            _run_local(jobs, gpus, workers_per_gpu, job_size, on_rows, timeout_factor, timeout_floor_s, out,
-                       result)
-        else:
-            _run_dask(jobs, scheduler, on_rows, timeout_factor, timeout_floor_s, out, result)
+    if jobs:
+        with progress_bar("observing (variant, input) pairs", total=sum(job.pairs for job in jobs),
+                          enabled=show_progress) as advance:
+            recorder = Recorder(store, result, advance)
+            supervise = dict(timeout_factor=timeout_factor, timeout_floor_s=timeout_floor_s, max_crashes=max_crashes)
+            try:
+                if backend == "local":
+                    Scheduler(jobs, _require_gpus(gpus), workers_per_gpu, job_size, recorder, result,
+                              supervise).run(stop_after_s)
+                else:
+                    _run_dask(jobs, scheduler, recorder, result, supervise)
+            finally:
+                recorder.flush()
     result.wall_s = time.perf_counter() - started
     return result
 
 
-def _prebuild_one(job: Job, extension: int) -> tuple[float, bool]:
-    """Compile one extension of a job so the GPU worker finds it built (CPU work); returns the seconds spent
-    and whether it built. A failure is left to the worker, which meets it again, drops the mutants whose
-    clones do not build (build_isolating) and reports it."""
+# ---------------------------------------------------------------------------------------------------------
+# Builds
+
+
+def _prebuild(job: Job) -> tuple[float, bool, dict[str, str]]:
+    """Build a job's extensions so its workers find them built (CPU work); returns the seconds spent,
+    whether it built, and the mutants whose clones do not build. A failure is left to the worker, which
+    meets it again and reports it."""
     from oracleaudit import build as builds
-    from oracleaudit.mutant import Mutant
 
     started = time.perf_counter()
     try:
-        plan = builds.plan_build(Path(job.solution), [Mutant(**m) for m in job.mutants])
-        builds.build(replace(plan, extensions=[plan.extensions[extension]]), Path(job.build_dir))
+        _, _, dropped = builds.build_isolating(Path(job.solution), [Mutant(**m) for m in job.mutants],
+                                               Path(job.build_dir))
     except Exception:
-        return time.perf_counter() - started, False
-    return time.perf_counter() - started, True
+        return time.perf_counter() - started, False, {}
+    return time.perf_counter() - started, True, dropped
 
 
-def _extension_count(job: Job) -> int | None:
-    """How many extensions a job's build plan has (None if it cannot be planned: the worker reports why)."""
-    from oracleaudit import build as builds
-    from oracleaudit.mutant import Mutant
-
-    try:
-        return len(builds.plan_build(Path(job.solution), [Mutant(**m) for m in job.mutants]).extensions)
-    except Exception:
-        return None
-
-
-def _ignore_sigint() -> None:
+def _build_process_init() -> None:
     import signal
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the runner's
+    os.environ["MAX_JOBS"] = "2"  # load_inline compiles two files; the pool's processes use the cores
 
 
 def prebuild_in_order(jobs: list[Job], ready: Callable[[Job, float, bool], None], stop: threading.Event,
                       processes: int | None = None) -> None:
-    """Build every extension of every job in parallel processes, the jobs with the most variants first, and
-    call `ready(job, seconds, built)` once all of a job's extensions are done (`built`: all of them built),
-    so GPU workers start on the first built solution while the CPU cores build the rest (builds are
-    CPU-bound, runs mostly GPU-bound). One solution's extensions build side by side; a job that cannot be
-    planned is handed over at once, not built. The build processes ignore Ctrl-C; the pool is terminated
-    when `stop` is set."""
-    order = sorted(range(len(jobs)), key=lambda i: -variants_to_run(jobs[i]))
-    tasks = []
-    for index in order:
-        count = _extension_count(jobs[index])
-        if count is None:  # nothing to build: the worker meets the same failure and reports it
-            ready(jobs[index], 0.0, False)
-        else:
-            tasks += [(index, number) for number in range(count)]
-    if not tasks:
+    """Build every job in parallel processes, the jobs with the most variants first, and call
+    `ready(job, seconds, built)` as each is done (with the mutants that do not build in `job.unbuildable`),
+    so GPU workers start on the first built solution while the CPU cores build the rest. The pool is
+    terminated when `stop` is set."""
+    if not jobs:
         return
-    left: dict[int, int] = defaultdict(int)
-    for index, _ in tasks:
-        left[index] += 1
-    spent: dict[int, float] = defaultdict(float)
-    failed: set[int] = set()
+    order = sorted(range(len(jobs)), key=lambda i: -variants_to_run(jobs[i]))
     processes = processes or max(1, usable_cpus() // 2)
     context = multiprocessing.get_context("spawn")
-    with context.Pool(min(processes, len(tasks)), initializer=_ignore_sigint) as pool:
-        waiting = {task: pool.apply_async(_prebuild_one, (jobs[task[0]], task[1])) for task in tasks}
+    with context.Pool(min(processes, len(jobs)), initializer=_build_process_init) as pool:
+        waiting = {index: pool.apply_async(_prebuild, (jobs[index],)) for index in order}
         while waiting and not stop.is_set():
-            for task in [t for t, result in waiting.items() if result.ready()]:
-                index = task[0]
+            for index in [i for i, r in waiting.items() if r.ready()]:
                 try:
-                    seconds, built = waiting.pop(task).get()
+                    seconds, built, dropped = waiting.pop(index).get()
                 except Exception:  # a crashed build process: the worker builds (and reports) it itself
-                    seconds, built = 0.0, False
-                spent[index] += seconds
-                left[index] -= 1
-                if not built:
-                    failed.add(index)
-                if not left[index]:
-                    ready(jobs[index], spent[index], index not in failed)
+                    seconds, built, dropped = 0.0, False, {}
+                ready(replace(jobs[index], unbuildable=tuple(sorted(dropped.items()))), seconds, built)
             time.sleep(0.2)
 
 
@@ -455,105 +335,267 @@ def _require_gpus(gpus: int | None) -> int:
     return count
 
 
-def _run_local(jobs, gpus, workers_per_gpu, job_size, on_rows, timeout_factor, timeout_floor_s, out,
-               result) -> None:
-    from joblib import Parallel, delayed
+# ---------------------------------------------------------------------------------------------------------
+# The local scheduler
 
-    count = _require_gpus(gpus)
-    slots = count * workers_per_gpu
-    jobs = [replace(job, cpu_threads=max(1, usable_cpus() // slots)) for job in jobs]
-    work: queue.Queue = queue.Queue()
-    stop = threading.Event()
-    queued: set[int] = set()
 
-    def ready(job: Job, seconds: float, built: bool) -> None:
-        # A job whose build failed goes to one worker whole: that worker finds and drops the clones that do
-        # not build (build_isolating); slices building it side by side would wait on one another's failure.
-        result.build_s += seconds
-        queued.add(id(job))
-        for piece in split_job(job, job_size) if built else [job]:
-            work.put(piece)
+class WorkQueue:
+    """Slices to run, fed as their builds finish; exclusive retries are handed out once no other slice is
+    waiting. `take` returns None when everything is done."""
 
-    def feed() -> None:
+    def __init__(self) -> None:
+        self.changed = threading.Condition()
+        self.items: deque[Job] = deque()
+        self.alone: deque[Job] = deque()
+        self.feeding = True
+        self.in_flight = 0
+
+    def put(self, job: Job) -> None:
+        with self.changed:
+            (self.alone if job.exclusive else self.items).append(job)
+            self.changed.notify_all()
+
+    def fed(self) -> None:
+        with self.changed:
+            self.feeding = False
+            self.changed.notify_all()
+
+    def take(self, stop: threading.Event) -> Job | None:
+        with self.changed:
+            while not stop.is_set():
+                if self.items:
+                    self.in_flight += 1
+                    return self.items.popleft()
+                if self.alone:
+                    self.in_flight += 1
+                    return self.alone.popleft()
+                if not self.feeding and not self.in_flight:
+                    return None
+                self.changed.wait(0.5)
+            return None
+
+    def finished(self, job: Job, retry: Job | None) -> None:
+        with self.changed:
+            self.in_flight -= 1
+            if retry is not None:
+                self.alone.append(retry)
+            self.changed.notify_all()
+
+
+class Utilization:
+    """Samples each GPU's utilization (NVML) twice a second while slices run; `busy_fraction()` is the mean
+    over the samples taken while at least one slice ran (None where NVML is not available)."""
+
+    def __init__(self, gpus: int):
+        self.samples: list[float] = []
+        self.running = 0
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.handles = []
         try:
-            prebuild_in_order(jobs, ready, stop)
+            import pynvml
+
+            pynvml.nvmlInit()
+            self.nvml = pynvml
+            self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(gpus)]
+        except Exception:
+            self.nvml = None
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> "Utilization":
+        if self.handles:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+
+    def slice(self, delta: int) -> None:
+        with self.lock:
+            self.running += delta
+
+    def _sample(self) -> None:
+        while not self.stop.wait(0.5):
+            with self.lock:
+                active = self.running > 0
+            if active:
+                try:
+                    values = [self.nvml.nvmlDeviceGetUtilizationRates(h).gpu for h in self.handles]
+                except Exception:
+                    return
+                self.samples.append(sum(values) / len(values) / 100)
+
+    def busy_fraction(self) -> float | None:
+        return sum(self.samples) / len(self.samples) if self.samples else None
+
+
+class Scheduler:
+    """Builds, slices, memory admission and supervisors of a local run."""
+
+    def __init__(self, jobs: list[Job], gpus: int, workers_per_gpu: int, job_size: int, recorder: Recorder,
+                 result: RunResult, supervise: dict):
+        import torch
+
+        self.slots = gpus * workers_per_gpu
+        self.jobs = [replace(job, cpu_threads=max(1, usable_cpus() // self.slots)) for job in jobs]
+        self.gpus = gpus
+        self.job_size = job_size
+        self.recorder = recorder
+        self.result = result
+        self.supervise = supervise
+        self.stop = threading.Event()
+        self.work = WorkQueue()
+        self.lock = threading.Lock()
+        from oracleaudit.admission import WORKER_OVERHEAD_BYTES, GpuMemory
+
+        self.overhead = WORKER_OVERHEAD_BYTES
+        self.memory = [GpuMemory(torch.cuda.get_device_properties(i).total_memory, workers_per_gpu)
+                       for i in range(gpus)]
+        self.estimates: dict[str, int] = {}  # problem → bytes a slice of it needs
+        self.first_slice: float | None = None
+        self.last_slice: float = 0.0
+
+    def run(self, stop_after_s: float | None = None) -> None:
+        from joblib import Parallel, delayed
+
+        started = time.perf_counter()
+        if stop_after_s is not None:
+            timer = threading.Timer(stop_after_s, self._time_up)
+            timer.daemon = True
+            timer.start()
+        feeder = threading.Thread(target=self._feed, args=(started,), daemon=True)
+        feeder.start()
+        supervisors = [Supervisor(slot % self.gpus, self.recorder, stop=self.stop, **self.supervise)
+                       for slot in range(self.slots)]
+        with Utilization(self.gpus) as utilization:
+            driver = threading.Thread(target=lambda: Parallel(n_jobs=self.slots, prefer="threads")(
+                delayed(self._drive)(s, utilization) for s in supervisors), daemon=True)
+            driver.start()
+            try:
+                while driver.is_alive():
+                    driver.join(0.5)
+            except KeyboardInterrupt:
+                # Stop: no new pair starts, the pairs in flight are dropped (never committed, so the next run
+                # does them again), nothing is recorded for workers killed here.
+                self.stop.set()
+                for supervisor in supervisors:
+                    supervisor.interrupt()
+                driver.join(30)
+                raise
+        self.result.gpu_busy_fraction = utilization.busy_fraction()
+        if self.first_slice is not None:
+            self.result.execution_wall_s = self.last_slice - self.first_slice
+        self.result.restarts = sum(s.restarts for s in supervisors)
+
+    def _time_up(self) -> None:
+        self.result.stopped = True
+        self.stop.set()
+
+    def _feed(self, started: float) -> None:
+        def ready(job: Job, seconds: float, built: bool) -> None:
+            # A job whose build failed goes to one worker whole: that worker meets the failure and reports it.
+            with self.lock:
+                self.result.build_s += seconds
+                self.result.build_wall_s = time.perf_counter() - started
+            for piece in split_job(job, self.job_size) if built else [job]:
+                self.work.put(piece)
+
+        queued: set[str] = set()
+        try:
+            prebuild_in_order(self.jobs, lambda j, s, b: (queued.add(j.solution), ready(j, s, b)), self.stop)
         except Exception:  # no process pool (e.g. out of memory): the workers build the rest themselves
-            for job in jobs:
-                if id(job) not in queued:
-                    work.put(job)
+            for job in self.jobs:
+                if job.solution not in queued:
+                    self.work.put(job)
         finally:
-            for _ in range(slots):
-                work.put(None)
+            self.work.fed()
 
-    feeder = threading.Thread(target=feed, daemon=True)
-    feeder.start()
-    supervisors = [Supervisor(slot % count, on_rows, timeout_factor, timeout_floor_s, out / "logs", stop)
-                   for slot in range(slots)]
-
-    def drive(supervisor: Supervisor) -> list[str]:
-        errors = []
+    def _drive(self, supervisor: Supervisor, utilization: Utilization) -> None:
+        memory = self.memory[supervisor.gpu]
         try:
-            while not stop.is_set() and (job := work.get()) is not None:
-                errors += supervisor.run(job)
-            return errors
+            while not self.stop.is_set():
+                waiting = time.perf_counter()
+                job = self.work.take(self.stop)
+                if job is None:
+                    return
+                need = self.estimates.get(job.problem)
+                lease = memory.acquire(need, exclusive=job.exclusive, stop=self.stop.is_set)
+                self._idle(time.perf_counter() - waiting)
+                if lease is None:
+                    self.work.finished(job, None)
+                    return
+                utilization.slice(+1)
+                self._slice_started()
+                try:
+                    outcome = supervisor.run(job, shared=lambda: lease.shared,
+                                             on_memory=lambda peak: self._measured(job.problem, lease, peak))
+                finally:
+                    utilization.slice(-1)
+                    lease.release()
+                    self._slice_ended()
+                with self.lock:
+                    self.result.errors += outcome.errors
+                    self.result.seconds.update(outcome.seconds)
+                    self.result.exclusive_jobs += job.exclusive
+                    if outcome.peak_bytes:
+                        self.result.peak_bytes[job.problem] = max(self.result.peak_bytes.get(job.problem, 0),
+                                                                  outcome.peak_bytes)
+                self.work.finished(job, outcome.alone)
         finally:
             supervisor.close()
 
-    outcome: list = []
-    driver = threading.Thread(target=lambda: outcome.extend(
-        Parallel(n_jobs=slots, prefer="threads")(delayed(drive)(s) for s in supervisors)), daemon=True)
-    driver.start()
-    try:
-        while driver.is_alive():
-            driver.join(0.5)
-    except KeyboardInterrupt:
-        # Stop: no new variant starts, the variant in flight is dropped (it was never committed, so the
-        # next run does it again), nothing is recorded for workers killed here.
-        stop.set()
-        for supervisor in supervisors:
-            supervisor.interrupt()
-        for _ in range(slots):
-            work.put(None)
-        driver.join(30)
-        raise
-    for errors in outcome:
-        result.errors += errors
-    for supervisor in supervisors:
-        result.build_s += supervisor.build_s
-        result.exec_s += supervisor.exec_s
-        result.evidence_s += supervisor.evidence_s
+    def _measured(self, problem: str, lease, peak: int) -> None:
+        need = peak + self.overhead
+        with self.lock:
+            self.estimates[problem] = max(self.estimates.get(problem, 0), need)
+        lease.grow(need)
+
+    def _idle(self, seconds: float) -> None:
+        with self.lock:
+            self.result.idle_s += seconds
+
+    def _slice_started(self) -> None:
+        with self.lock:
+            now = time.perf_counter()
+            if self.first_slice is None:
+                self.first_slice = now
+
+    def _slice_ended(self) -> None:
+        with self.lock:
+            self.last_slice = time.perf_counter()
 
 
-def _run_dask(jobs, scheduler, on_rows, timeout_factor, timeout_floor_s, out, result) -> None:
+# ---------------------------------------------------------------------------------------------------------
+# Dask
+
+
+def _run_dask(jobs, scheduler, recorder: Recorder, result: RunResult, supervise: dict) -> None:
     try:
         from dask.distributed import Client, as_completed
     except ImportError:
         raise OracleAuditError("--backend dask needs the optional extra: pip install 'oracleaudit[dask]'") from None
     client = Client(scheduler)
-    futures = [client.submit(_remote_job, job, timeout_factor, timeout_floor_s, str((out / "logs").resolve()),
-                             resources={"GPU": 1}, pure=False) for job in jobs]
+    futures = [client.submit(_remote_job, job, supervise, resources={"GPU": 1}, pure=False) for job in jobs]
     for future in as_completed(futures):
-        batches, errors, times = future.result()
+        batches, errors, seconds = future.result()
         for key, rows in batches:
-            on_rows(key, rows)
+            recorder(key, rows)
         result.errors += errors
-        result.build_s += times[0]
-        result.exec_s += times[1]
-        result.evidence_s += times[2]
+        result.seconds.update(seconds)
 
 
-def _remote_job(job: Job, timeout_factor: float, timeout_floor_s: float, log_dir: str):
+def _remote_job(job: Job, supervise: dict):
     """A job on a Dask worker: supervise a local GPU worker and return the rows (appended by the client).
     Paths in the job are as the client sees them: the workers need the same files (a shared file system).
-    The GPU worker is a child process, which a daemonic Dask worker may not have."""
+    The GPU worker is a child process, which a daemonic Dask worker may not have. The Dask worker holds the
+    GPU resource alone, so an out-of-memory error there is the variant's own."""
     if multiprocessing.current_process().daemon:
         raise OracleAuditError("this Dask worker is a daemonic process and cannot start the GPU worker: start "
                                "Dask workers with DASK_DISTRIBUTED__WORKER__DAEMON=False")
     batches: list[tuple[str, list[dict]]] = []
-    supervisor = Supervisor(0, lambda key, rows: batches.append((key, rows)), timeout_factor, timeout_floor_s,
-                            Path(log_dir))
+    supervisor = Supervisor(0, lambda key, rows: batches.append((key, rows)), **supervise)
     try:
-        errors = supervisor.run(job)
+        outcome = supervisor.run(replace(job, exclusive=True))
     finally:
         supervisor.close()
-    return batches, errors, (supervisor.build_s, supervisor.exec_s, supervisor.evidence_s)
+    return batches, outcome.errors, dict(outcome.seconds)

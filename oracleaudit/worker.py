@@ -1,77 +1,48 @@
-"""The GPU worker: a subprocess bound to one GPU that builds a solution's variants once, computes the fp32 and
-fp64 references on every pool input, runs each variant, and sends back one observation row per (variant,
-input, output tensor).
+"""The GPU worker: a subprocess bound to one GPU that loads a solution's built variants and observes each
+(variant, pool input) pair of a job, sending one message per pair (protocol.py).
 
-Protocol (a `multiprocessing` pipe; the worker is started with the spawn method so CUDA starts fresh):
-  parent → worker: a `Job`
-  worker → parent: ("built", seconds) · ("variant", key) before each variant · ("rows", key, rows) after it
-                   · ("done", times) · ("fatal", key, message) just before exiting on a sticky CUDA error
-                   · ("error", message, context_alive) when the job fails as a whole (then, if the CUDA
-                   context is dead, the worker exits: it would fail every later job).
-The parent (runner.py) turns a silent worker into a Timeout and a dead one into a RuntimeError for the
-variant it was running, and starts a new worker for the rest. After each variant the worker checks that the
-inputs and references it keeps are bitwise unchanged (a mutant's stray writes can reach them) and makes
-them again if not.
+Memory: what the GPU holds at any time is one input's working set — the problem's fp32 Model (the reference
+runs between the two kernel runs), the variant's model, one input, its outputs and its two references — and
+never grows with the number of pool inputs. References come from the reference cache (references.py) or are
+computed once per input with one fp64 copy of the Model per shape group; the worker keeps the inputs and
+references it will need again on the host, within `HOST_BUDGET_BYTES`.
 
-Host-side costs. Several workers share one GPU, whose contexts are time-sliced, so the worker keeps the
-GPU's share of each input small:
-- A variant's ModelNew is constructed once per set of init args (KernelBench's way: the weight seed, then
-  the constructor, on the CPU, then `.to(device)`) and kept as a template; every input gets a deep copy
-  (made on the GPU) with the RNG states the constructor left, so the model is the one a fresh construction
-  would give. A model that cannot be deep-copied is constructed afresh per input.
-- `Job.evidence_engine` picks evidence.measure's engine. "auto" uses the fused kernels of
-  `evidence_kernels` (four kernels and one transfer per measurement instead of ~150 kernels and ~6
-  synchronisations: bench/evidence_cost.py).
-- Workers sharing a machine share its cores: each caps torch's CPU threads at usable cores / workers.
-- The check for stray writes transfers one checksum vector per variant.
+Order: the pool inputs are taken by shape group (entries with the same shape overrides share the init args,
+the Model and the templates). Within a group the pairs run variant by variant (each variant's ModelNew is
+constructed once and deep-copied per input, KernelBench's way of building it) unless the group's inputs and
+references would not fit in host memory; then input by input, every variant's template kept on the host.
+The original runs first on every input, so the supervisor knows its time before any mutant's deadline.
+
+Each pair: fresh GPU copies of the input (and of the model, from its template, with the RNG states the
+constructor left), then kernel → reference → kernel (a stale buffer shows in the second run), then the
+evidence against both references. Stray writes: the references on the GPU, the pristine input and the
+Model's weights are checksummed after every pair; if a mutant's stray write reached them, they are made
+again from the host copies and the pair is measured again.
+
+A sticky CUDA error (the context is dead) ends the process after the pair's rows and a `Fatal` message; the
+supervisor continues the job in a fresh worker. An out-of-memory error is the pair's row (status OOM); the
+supervisor decides whether it reproduces with the GPU to itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import sys
 import time
 import traceback
 import types
+from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
-ORIGINAL = "original"
-REFERENCE = "reference"
-WEIGHT_SEED = 42  # KernelBench: torch.manual_seed(42) before constructing Model and ModelNew
+from oracleaudit.protocol import (ORIGINAL, REFERENCE, WEIGHT_SEED, Built, Done, Failed, Fatal, Job, Memory, Ready,
+                                  Rows, Started)
 
-
-@dataclass(frozen=True)
-class Job:
-    """One solution's work: its variants (mutant records as dicts; the original is always run first) on
-    the given pool entries."""
-
-    solution: str
-    problem_path: str
-    mutants: tuple[dict, ...]
-    pool: str
-    entry_keys: tuple[tuple[str, int, str, str], ...]  # (key, seed, shape variant, distribution) per input
-    build_dir: str
-    device: str
-    skip_variants: tuple[str, ...] = ()
-    evidence_engine: str = "auto"  # evidence.measure's engine: auto, torch or fused
-    cpu_threads: int = 0  # torch's CPU threads in the worker (0: torch's default, every core)
-
-
-@dataclass
-class Case:
-    """One pool input of a job, prepared once: the problem module with the entry's shapes, the init args,
-    the fp32 Model, the inputs, the fp32/fp64 reference outputs."""
-
-    entry: Any
-    module: Any
-    init: list
-    model: Any
-    inputs: list
-    ref32: list
-    ref64: list
+HOST_BUDGET_BYTES = 4 << 30  # a worker's host copies of one group's inputs and references
+TEMPLATE_BUDGET_BYTES = 4 << 30  # input by input: every variant's template model, on the host
 
 
 def math_mode(device: str) -> dict[str, Any]:
@@ -83,30 +54,45 @@ def math_mode(device: str) -> dict[str, Any]:
             "ref_matmul_precision": torch.get_float32_matmul_precision(), "ref_device": device}
 
 
-def _tensors(value: Any) -> list:
+def tensors(value: Any) -> list:
+    """The tensors of a (nested) list or tuple, depth first."""
     import torch
 
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (list, tuple)):
-        return [t for item in value for t in _tensors(item)]
+        return [t for item in value for t in tensors(item)]
     return []
 
 
-def _status_of(err: BaseException) -> str:
+def map_tensors(value: Any, fn: Callable) -> Any:
     import torch
 
-    if isinstance(err, torch.cuda.OutOfMemoryError) or "out of memory" in str(err).lower():
-        return "OOM"
-    return "RuntimeError"
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, list):
+        return [map_tensors(v, fn) for v in value]
+    if isinstance(value, tuple):
+        return tuple(map_tensors(v, fn) for v in value)
+    return value
 
 
-def _first_line(err: BaseException) -> str:
+def is_out_of_memory(err: BaseException) -> bool:
+    import torch
+
+    return isinstance(err, torch.cuda.OutOfMemoryError) or "out of memory" in str(err).lower()
+
+
+def _status_of(err: BaseException) -> str:
+    return "OOM" if is_out_of_memory(err) else "RuntimeError"
+
+
+def first_line(err: BaseException) -> str:
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
     return (lines[0] if lines else type(err).__name__)[:400]
 
 
-def _context_alive() -> bool:
+def context_alive() -> bool:
     import torch
 
     try:
@@ -117,106 +103,86 @@ def _context_alive() -> bool:
         return False
 
 
-def run_job(job: Job, send) -> None:
-    """Do one job in this process, reporting through `send(message)`."""
+def entry_init(module: Any, device: str) -> list:
+    init = list(module.get_init_inputs())
+    return [x.to(device) if hasattr(x, "to") else x for x in init]
+
+
+def _double(x: Any) -> Any:
     import torch
 
-    from oracleaudit import build as builds
-    from oracleaudit.evidence import measure
-    from oracleaudit.mutant import Mutant
-    from oracleaudit.pool import Pool
-    from oracleaudit.problem import problem_at
+    if isinstance(x, torch.Tensor) and x.is_floating_point():
+        return x.double()
+    return x
 
-    device = job.device
-    torch.cuda.set_device(torch.device(device))
-    if job.cpu_threads:  # workers sharing a machine share its cores: OpenMP teams of every core each thrash
-        torch.set_num_threads(job.cpu_threads)
-    mutants = [Mutant(**m) for m in job.mutants]
-    started = time.perf_counter()
-    plan, built, unbuildable = builds.build_isolating(Path(job.solution), mutants, Path(job.build_dir))
-    send(("built", time.perf_counter() - started))
 
-    problem = problem_at(job.problem_path)
-    pool = Pool.load(job.pool)
-    wanted = {key for key, *_ in job.entry_keys}
-    entries = [e for e in pool.entries_for(problem) if e.key in wanted]
-    mode = math_mode(torch.cuda.get_device_name(torch.device(device)))
-    engine = job.evidence_engine
-    cases = _cases(entries, problem, device)
-    prints = _fingerprints(cases)
-    rows = []
-    for case in cases if REFERENCE not in job.skip_variants else ():
-        for index, (r32, r64) in enumerate(zip(case.ref32, case.ref64)):
-            rows.append(_row(REFERENCE, problem, case.entry, index, "Ok", None, None, None, None, mode,
-                             None, measure(r32, r64, engine=engine)))
-    if rows:
-        send(("rows", REFERENCE, rows))
+def _bits(t):
+    """The tensor's bytes (so NaNs with equal bits compare equal and -0.0 differs from 0.0)."""
+    import torch
 
-    for key, message in unbuildable.items():
-        if key not in job.skip_variants:
-            send(("variant", key))
-            send(("rows", key, [_row(key, problem, case.entry, 0, "BuildError", "BuildError", message, None, None,
-                                     mode, None, None) for case in cases]))
-    variants = [v for v in plan.variants if v.key not in set(job.skip_variants)]
-    exec_s = evidence_s = 0.0
-    for variant in variants:
-        send(("variant", variant.key))
-        rows = []
-        try:
-            solution = builds.load_variant(plan, built, variant)
-        except Exception as err:
-            traceback.print_exc()
-            for case in cases:
-                rows.append(_row(variant.key, problem, case.entry, 0, _status_of(err), type(err).__name__,
-                                 _first_line(err), None, None, mode, None, None))
-            send(("rows", variant.key, rows))
+    return t.contiguous().reshape(-1).view(torch.uint8) if t.numel() else t.reshape(-1)
+
+
+def checksums(items: list) -> Any:
+    """One int64 per tensor (the wrapping sum of its 32-bit words, or bytes), as one CPU tensor: cheap to
+    compute for any size (no widened copy) and changed by any stray write that changes a value."""
+    import torch
+
+    sums = []
+    for t in items:
+        if not t.numel():
             continue
-        models = ModelTemplates(solution.ModelNew, device)
-        for case in cases:
-            executing = time.perf_counter()
-            try:
-                model_new = models.fresh(case)
-                with torch.no_grad():
-                    torch.cuda.synchronize()
-                    begin = time.perf_counter()
-                    first = [t.detach().clone() for t in _tensors(model_new(*case.inputs))]
-                    torch.cuda.synchronize()
-                    elapsed = 1000 * (time.perf_counter() - begin)
-                    case.model(*case.inputs)  # kernel → reference → kernel: exposes reuse of stale buffers
-                    second = [t.detach() for t in _tensors(model_new(*case.inputs))]
-                    torch.cuda.synchronize()
-                del model_new
-            except Exception as err:
-                traceback.print_exc()
-                rows.append(_row(variant.key, problem, case.entry, 0, _status_of(err), type(err).__name__,
-                                 _first_line(err), None, None, mode, None, None))
-                if not _context_alive():
-                    _exit_fatal(send, variant.key, rows, err)
-                continue
-            exec_s += time.perf_counter() - executing
-            measuring = time.perf_counter()
-            try:
-                rows.extend(_observe(variant.key, problem, case, mode, elapsed, first, second, engine))
-            except Exception as err:
-                # With the CUDA context dead, a fault of the variant surfaced late (asynchronously): its
-                # crash. With the context alive the failure is oracleaudit's own: the job fails loudly.
-                if _context_alive():
-                    raise
-                traceback.print_exc()
-                rows.append(_row(variant.key, problem, case.entry, 0, "RuntimeError", type(err).__name__,
-                                 _first_line(err), None, None, mode, None, None))
-                _exit_fatal(send, variant.key, rows, err)
-            evidence_s += time.perf_counter() - measuring
-        del models
-        # Out-of-bounds writes of a mutant can land in the inputs or references kept for the next variants:
-        # if any changed, make them again (deterministically) rather than judge the next variant on them.
-        if not torch.equal(_fingerprints(cases), prints):
-            print(f"oracleaudit worker: {variant.key} changed inputs or references; recomputing them",
-                  file=sys.stderr)
-            cases = _cases(entries, problem, device)
-            prints = _fingerprints(cases)
-        send(("rows", variant.key, rows))
-    send(("done", {"exec_s": exec_s, "evidence_s": evidence_s}))
+        b = _bits(t.detach())
+        words = b.view(torch.int32) if b.numel() % 4 == 0 else b
+        sums.append(words.sum(dtype=torch.int64))
+    return torch.stack(sums).cpu() if sums else torch.zeros(0, dtype=torch.int64)
+
+
+class PhaseClock:
+    """Seconds spent by phase."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    @contextlib.contextmanager
+    def __call__(self, phase: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[phase] += time.perf_counter() - started
+
+
+@dataclass
+class HostEntry:
+    """One pool input of a group on the host: its inputs and the two references."""
+
+    entry: Any
+    inputs: list
+    ref32: list
+    ref64: list
+
+    @property
+    def bytes(self) -> int:
+        from oracleaudit.references import tensor_bytes
+
+        return tensor_bytes(self.inputs) + tensor_bytes(self.ref32) + tensor_bytes(self.ref64)
+
+
+@dataclass
+class GpuEntry:
+    """The entry on the GPU: a pristine copy of the inputs (each pair runs on a clone of it) and the
+    references, with their checksums."""
+
+    entry: Any
+    inputs: list
+    ref32: list
+    ref64: list
+    sums: Any = None
+
+    @property
+    def key(self) -> str:
+        return self.entry.key
 
 
 class ModelTemplates:
@@ -225,32 +191,46 @@ class ModelTemplates:
 
     A copy equals a fresh construction: the same parameter and buffer values, the same Python state, and
     the CPU and CUDA RNG states the constructor left behind are restored with it. Extension modules the
-    model refers to are shared, not copied. A model that cannot be deep-copied is constructed per input."""
+    model refers to are shared, not copied. A model that cannot be deep-copied is constructed per input.
+    `on_host` keeps the template on the CPU and moves each copy to the device (input-by-input order)."""
 
-    def __init__(self, model_class, device: str):
+    def __init__(self, model_class, device: str, on_host: bool = False):
         self.model_class = model_class
         self.device = device
+        self.on_host = on_host
         self.templates: dict[Any, tuple | None] = {}
 
-    def fresh(self, case: Case):
+    def fresh(self, key: Any, init: list):
         import torch
 
-        key = tuple(case.entry.overrides or ())
         template = self.templates.get(key)
         if template is not None:
             model, rng = template
             copied = copy.deepcopy(model, _shared_modules(model))
             self._set_rng(rng)
-            return copied
+            return copied.to(self.device) if self.on_host else copied
         torch.manual_seed(WEIGHT_SEED)
-        model = self.model_class(*case.init).to(self.device).eval()
+        model = self.model_class(*init)
+        if not self.on_host:
+            model = model.to(self.device)
+        model = model.eval()
         if key not in self.templates:
             rng = self._rng()
             try:
                 self.templates[key] = (copy.deepcopy(model, _shared_modules(model)), rng)
             except Exception:  # e.g. an attribute pybind11 cannot copy: construct per input instead
                 self.templates[key] = None
-        return model
+        return model.to(self.device) if self.on_host else model
+
+    def bytes(self) -> int:
+        from oracleaudit.references import tensor_bytes
+
+        total = 0
+        for template in self.templates.values():
+            if template is not None:
+                model = template[0]
+                total += tensor_bytes([*model.parameters(), *model.buffers()]) if hasattr(model, "parameters") else 0
+        return total
 
     def _rng(self) -> tuple:
         import torch
@@ -269,114 +249,363 @@ class ModelTemplates:
 def _shared_modules(model) -> dict[int, Any]:
     """A deepcopy memo that keeps Python modules (compiled extensions) the model's objects refer to."""
     memo = {}
-    for sub in model.modules():
+    modules = model.modules() if hasattr(model, "modules") else [model]
+    for sub in modules:
         for value in vars(sub).values():
             if isinstance(value, types.ModuleType):
                 memo[id(value)] = value
     return memo
 
 
-def _exit_fatal(send, key: str, rows: list[dict], err: Exception) -> None:
-    """The CUDA context is dead: send the variant's rows, say why, and end this process (the supervisor
-    starts a fresh worker for the rest of the job)."""
-    send(("rows", key, rows))
-    send(("fatal", key, f"{type(err).__name__}: {_first_line(err)}"))
-    os._exit(3)
-
-
-def _cases(entries, problem, device: str) -> list[Case]:
-    """One Case per pool entry, the Model built after the same seed as KernelBench builds both models with."""
-    import torch
-
-    cases = []
-    for entry in entries:
-        module = entry.load_problem(problem)
-        inputs = entry.make_inputs(module, device)
-        torch.manual_seed(WEIGHT_SEED)
-        init = entry_init(module, device)
-        torch.manual_seed(WEIGHT_SEED)
-        model = module.Model(*init).to(device).eval()
-        model64 = copy.deepcopy(model).double()
-        with torch.no_grad():
-            ref32 = [t.detach() for t in _tensors(model(*inputs))]
-            ref64 = [t.detach() for t in _tensors(model64(*[_double(x) for x in inputs]))]
-        torch.cuda.synchronize()
-        cases.append(Case(entry, module, init, model, inputs, ref32, ref64))
-    return cases
-
-
-def _fingerprints(cases: list[Case]):
-    """Position-weighted checksums of every byte of the cases' inputs, init tensors and references, as one
-    CPU tensor (one transfer)."""
-    import torch
-
-    on_gpu, on_host = [], []
-    for case in cases:
-        for t in [*case.inputs, *case.init, *case.ref32, *case.ref64]:
-            if isinstance(t, torch.Tensor) and t.numel():
-                b = _bits(t.detach()).to(torch.int64)
-                weights = torch.arange(b.numel(), device=b.device, dtype=torch.int64) % 65521 + 1
-                (on_gpu if b.is_cuda else on_host).append((b * weights).sum())
-    parts = ([torch.stack(on_gpu).cpu()] if on_gpu else []) + ([torch.stack(on_host)] if on_host else [])
-    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.int64)
-
-
-def _observe(key, problem, case: Case, mode, elapsed, first, second, engine: str) -> list[dict]:
-    """The rows of one variant on one input: status, bitwise repeat, evidence against both references."""
-    import torch
-
-    from oracleaudit.evidence import measure
-
-    entry = case.entry
-    if len(first) != len(case.ref32):
-        return [_row(key, problem, entry, 0, "ShapeMismatch", None, f"{len(first)} outputs, reference has "
-                     f"{len(case.ref32)}", elapsed, None, mode, None, None)]
-    rows = []
-    for index, (out, again, r32, r64) in enumerate(zip(first, second, case.ref32, case.ref64)):
-        status = "Ok"
-        if out.shape != r32.shape:
-            status = "ShapeMismatch"
-        elif out.dtype != r32.dtype:
-            status = "DtypeMismatch"
-        same = out.shape == again.shape and out.dtype == again.dtype and bool(torch.equal(_bits(out), _bits(again)))
-        rows.append(_row(key, problem, entry, index, status, None, None, elapsed, same, mode,
-                         measure(out, r32, engine=engine), measure(out, r64, engine=engine)))
-    return rows
-
-
-def _bits(t):
-    """The tensor's bytes (so NaNs with equal bits compare equal and -0.0 differs from 0.0)."""
-    import torch
-
-    return t.contiguous().reshape(-1).view(torch.uint8) if t.numel() else t.reshape(-1)
-
-
-def entry_init(module: Any, device: str) -> list:
-    init = list(module.get_init_inputs())
-    return [x.to(device) if hasattr(x, "to") else x for x in init]
-
-
-def _double(x: Any) -> Any:
-    import torch
-
-    if isinstance(x, torch.Tensor) and x.is_floating_point():
-        return x.double()
-    return x
-
-
-def _row(mutant_id, problem, entry, index, status, error_class, error_message, time_ms, repeat_equal, mode,
-         ev32, ev64) -> dict:
-    """One observation row (store.OBSERVATION_SCHEMA). `ev32`/`ev64` are the ErrorEvidence against the
-    fp32/fp64 reference; on "reference" rows `ev64` is the fp32 reference's own evidence against fp64."""
-    row = {"mutant_id": mutant_id, "problem": problem.label, "input_id": entry.key, "input_seed": entry.seed,
-           "shape_variant": entry.variant, "distribution": entry.distribution, "output_index": index,
-           "status": status, "error_class": error_class, "error_message": error_message, "time_ms": time_ms,
-           "repeat_bitwise_equal": repeat_equal, **mode}
+def row(mutant_id, problem: str, entry: tuple, index, status, error_class, error_message, time_ms, repeat_equal,
+        mode, ev32, ev64, inferred: bool | None = None) -> dict:
+    """One observation row (store.OBSERVATION_SCHEMA). `entry` is (key, seed, shape variant, distribution);
+    `ev32`/`ev64` are the ErrorEvidence against the fp32/fp64 reference; on "reference" rows `ev64` is the
+    fp32 reference's own evidence against fp64."""
+    key, seed, variant, distribution = entry
+    out = {"mutant_id": mutant_id, "problem": problem, "input_id": key, "input_seed": seed,
+           "shape_variant": variant, "distribution": distribution, "output_index": index, "status": status,
+           "error_class": error_class, "error_message": error_message, "time_ms": time_ms,
+           "repeat_bitwise_equal": repeat_equal, **(mode or {})}
+    if inferred is not None:
+        out["inferred"] = inferred
     if ev32 is not None:
-        row.update(ev32.to_row("fp32_"))
+        out.update(ev32.to_row("fp32_"))
     if ev64 is not None:
-        row.update(ev64.to_row("fp64_"))
-    return row
+        out.update(ev64.to_row("fp64_"))
+    return out
+
+
+class JobRun:
+    """One job in this process: build, then every (variant, input) pair of its work."""
+
+    def __init__(self, job: Job, send: Callable[[Any], None]):
+        import torch
+
+        from oracleaudit.references import ReferenceCache
+
+        self.job = job
+        self.send = send
+        self.device = job.device
+        self.clock = PhaseClock()
+        self.cache = ReferenceCache()
+        self.mode = math_mode(torch.cuda.get_device_name(torch.device(self.device)))
+        self.todo: dict[str, set[str]] = {variant: set(inputs) for variant, inputs in job.work}
+        self.solutions: dict[str, Any] = {}  # variant key → loaded solution module, or the exception
+        self.memory_sent = False
+        self.on_host = False  # templates on the host (input-by-input order)
+
+    # ---- the job ---------------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        import torch
+
+        from oracleaudit import build as builds
+        from oracleaudit.mutant import Mutant
+        from oracleaudit.pool import Pool
+        from oracleaudit.problem import file_sha256, problem_at
+
+        job = self.job
+        torch.cuda.reset_peak_memory_stats(self.device)
+        unbuildable = dict(job.unbuildable)
+        with self.clock("load"):
+            mutants = [Mutant(**m) for m in job.mutants if m["id"] not in unbuildable]
+            self.plan, self.built, dropped = builds.build_isolating(Path(job.solution), mutants, Path(job.build_dir))
+        unbuildable.update(dropped)
+        self.send(Built(self.clock.seconds["load"]))
+        self.problem = problem_at(job.problem_path)
+        self.problem_sha = file_sha256(self.problem.path)
+        entries = self._entries(Pool.load(job.pool))
+        for key, message in unbuildable.items():
+            for input_key in sorted(self.todo.pop(key, ())):
+                self.send(Started(key, input_key))
+                self.send(Rows(key, input_key, (row(key, job.problem, job.entry(input_key), 0, "BuildError",
+                                                    "BuildError", message, None, None, self.mode, None, None),)))
+        originals = set().union(*self.todo.values()) if self.todo else set()
+        if job.time_original and ORIGINAL not in self.todo and originals:
+            self.todo[ORIGINAL] = originals  # run, not recorded: the supervisor times it
+        by_key = {v.key: v for v in self.plan.variants}
+        self.variants = [by_key[key] for key in [ORIGINAL, *sorted(k for k in self.todo if k != ORIGINAL)]
+                         if key in self.todo and key in by_key]
+        unknown = set(self.todo) - set(by_key)
+        if unknown:
+            raise RuntimeError(f"the build plan of {job.solution} has no variants {sorted(unknown)[:3]}")
+        wanted = set().union(*self.todo.values(), job.record_references) if self.todo or job.record_references else set()
+        for group in self._groups([entries[key] for key, *_ in job.entry_keys if key in wanted]):
+            self._run_group(group)
+        self.send(Done(dict(self.clock.seconds), int(torch.cuda.max_memory_reserved(self.device))))
+
+    def _entries(self, pool) -> dict[str, Any]:
+        """The job's pool entries, resolved with the shapes the runner resolved (or resolved here)."""
+        from dataclasses import replace
+
+        job = self.job
+        if job.shapes:
+            shapes = {name: (overrides, inputs) for name, overrides, inputs in job.shapes}
+            entries = {e.key: replace(e, overrides=shapes[e.variant][0], input_shapes=shapes[e.variant][1])
+                       for e in pool if e.variant in shapes}
+        else:
+            entries = {e.key: e for e in pool.entries_for(self.problem)}
+        missing = [key for key, *_ in job.entry_keys if key not in entries]
+        if missing:
+            raise RuntimeError(f"pool {job.pool} has no inputs {missing[:3]} for {self.problem.label} any more")
+        return entries
+
+    def _groups(self, entries: list) -> list[list]:
+        """The entries by shape overrides, in pool order of each group's first entry."""
+        groups: dict[Any, list] = {}
+        for entry in entries:
+            groups.setdefault(tuple(entry.overrides or ()), []).append(entry)
+        return list(groups.values())
+
+    # ---- one shape group -------------------------------------------------------------------------------
+
+    def _run_group(self, group: list) -> None:
+        import torch
+
+        job = self.job
+        with self.clock("references"):
+            self.module = group[0].load_problem(self.problem)
+            self._make_reference_model()
+        self.model64 = None
+        self.host: OrderedDict[str, HostEntry] = OrderedDict()
+        self.gpu: GpuEntry | None = None
+        self.templates: dict[str, ModelTemplates] = {}
+        self.pending_references = {e.key for e in group if e.key in job.record_references}
+        pairs = [(v, e) for v in self.variants for e in group if e.key in self.todo.get(v.key, ())]
+        if pairs:
+            by_input = self._host_entry(pairs[0][1]).bytes * len(group) > HOST_BUDGET_BYTES
+            if by_input:  # the inputs would not stay on the host: every variant on one input, then the next
+                index = {e.key: i for i, e in enumerate(group)}
+                pairs.sort(key=lambda p: (index[p[1].key], self.variants.index(p[0])))
+            self.on_host = by_input
+            for variant, entry in pairs:
+                if by_input:
+                    self._drop_templates_over_budget()
+                elif variant.key not in self.templates:
+                    self.templates.clear()  # variant by variant: one template at a time
+                self._run_pair(variant, entry)
+        for entry in group:
+            if entry.key in self.pending_references:
+                self._gpu_entry(entry)
+        self.gpu = None
+        self.host.clear()
+        self.templates.clear()
+        self.ref_model = self.model64 = None
+        torch.cuda.empty_cache()
+
+    def _make_reference_model(self) -> None:
+        """The group's init args and fp32 Model, after the seed KernelBench builds both models with."""
+        import torch
+
+        torch.manual_seed(WEIGHT_SEED)
+        self.init = entry_init(self.module, self.device)
+        torch.manual_seed(WEIGHT_SEED)
+        self.ref_model = self.module.Model(*self.init).to(self.device).eval()
+
+    def _record_reference(self, gpu: "GpuEntry") -> None:
+        """Send the fp32 reference's rows on this input: its evidence against the fp64 reference."""
+        from oracleaudit.evidence import measure
+
+        job = self.job
+        self.pending_references.discard(gpu.key)
+        with self.clock("evidence"):
+            rows = tuple(row(REFERENCE, job.problem, job.entry(gpu.key), index, "Ok", None, None, None, None,
+                             self.mode, None, measure(r32, r64, engine=job.evidence_engine))
+                         for index, (r32, r64) in enumerate(zip(gpu.ref32, gpu.ref64)))
+        self.send(Rows(REFERENCE, gpu.key, rows))
+
+    # ---- inputs and references -------------------------------------------------------------------------
+
+    def _host_entry(self, entry) -> HostEntry:
+        """The entry's inputs and references on the host: kept (within the budget), or cached on disk, or
+        computed."""
+        from oracleaudit.references import reference_key
+
+        if entry.key in self.host:
+            self.host.move_to_end(entry.key)
+            return self.host[entry.key]
+        with self.clock("references"):
+            inputs = entry.make_inputs(self.module, "cpu")
+            key = reference_key(self.problem_sha, entry, self.mode)
+            cached = self.cache.load(key)
+            if cached is None:
+                with self.cache.computing(key):
+                    cached = self.cache.load(key)
+                    if cached is None:
+                        cached = self._compute_references(inputs)
+                        self.cache.save(key, *cached)
+            host = HostEntry(entry, inputs, *cached)
+            self.host[entry.key] = host
+            while len(self.host) > 1 and sum(h.bytes for h in self.host.values()) > HOST_BUDGET_BYTES:
+                self.host.popitem(last=False)
+        return host
+
+    def _compute_references(self, inputs: list) -> tuple[list, list]:
+        import torch
+
+        if self.model64 is None:
+            self.model64 = copy.deepcopy(self.ref_model).double()
+        with torch.no_grad():  # each model gets its own copy: a forward may change its inputs in place
+            ref32 = [t.detach().cpu() for t in tensors(self.ref_model(*map_tensors(inputs, self._to_device)))]
+            ref64 = [t.detach().cpu() for t in tensors(self.model64(
+                *[_double(x) for x in map_tensors(inputs, self._to_device)]))]
+        return ref32, ref64
+
+    def _to_device(self, t):
+        return t.to(self.device)
+
+    def _gpu_entry(self, entry) -> GpuEntry:
+        if self.gpu is not None and self.gpu.key == entry.key:
+            return self.gpu
+        self.gpu = None
+        host = self._host_entry(entry)
+        with self.clock("references"):
+            gpu = GpuEntry(entry, map_tensors(host.inputs, lambda t: t.to(self.device)),
+                           [t.to(self.device) for t in host.ref32], [t.to(self.device) for t in host.ref64])
+            gpu.sums = self._sums(gpu)
+        self.gpu = gpu
+        if entry.key in self.pending_references:
+            self._record_reference(gpu)
+        return gpu
+
+    def _sums(self, gpu: GpuEntry):
+        # The Model's parameters, not its buffers: a forward may update those (running statistics, state).
+        return checksums([*tensors(gpu.inputs), *gpu.ref32, *gpu.ref64, *tensors(self.init),
+                          *self.ref_model.parameters()])
+
+    def _intact(self) -> bool:
+        """Whether the GPU entry and the Model are as made; if a stray write changed them, they are made
+        again (and False is returned)."""
+        import torch
+
+        gpu = self.gpu
+        if gpu is None or torch.equal(self._sums(gpu), gpu.sums):
+            return True
+        print(f"oracleaudit worker: inputs, references or the Model of {self.problem.label} changed on the GPU; "
+              "making them again", file=sys.stderr)
+        self.gpu = None
+        self._make_reference_model()
+        self.model64 = None
+        self._gpu_entry(gpu.entry)
+        return False
+
+    # ---- one pair --------------------------------------------------------------------------------------
+
+    def _solution(self, variant):
+        from oracleaudit import build as builds
+
+        if variant.key not in self.solutions:
+            with self.clock("load"):
+                try:
+                    self.solutions[variant.key] = builds.load_variant(self.plan, self.built, variant)
+                except Exception as err:
+                    traceback.print_exc()
+                    self.solutions[variant.key] = err
+        return self.solutions[variant.key]
+
+    def _fresh_model(self, variant, solution):
+        templates = self.templates.get(variant.key)
+        if templates is None:
+            templates = self.templates[variant.key] = ModelTemplates(solution.ModelNew, self.device, self.on_host)
+        with self.clock("load"):
+            return templates.fresh(None, self.init)  # one set of init args per group
+
+    def _drop_templates_over_budget(self) -> None:
+        while len(self.templates) > 1 and sum(t.bytes() for t in self.templates.values()) > TEMPLATE_BUDGET_BYTES:
+            self.templates.pop(next(iter(self.templates)))
+
+    def _run_pair(self, variant, entry) -> None:
+        import torch
+
+        job = self.job
+        where = job.entry(entry.key)
+        self.send(Started(variant.key, entry.key))
+        solution = self._solution(variant)
+        if isinstance(solution, BaseException):
+            self._send_rows(variant, entry, [row(variant.key, job.problem, where, 0, _status_of(solution),
+                                                 type(solution).__name__, first_line(solution), None, None,
+                                                 self.mode, None, None)])
+            return
+        gpu = self._gpu_entry(entry)
+        try:
+            model_new = self._fresh_model(variant, solution)
+            with self.clock("execution"), torch.no_grad():
+                inputs = map_tensors(gpu.inputs, lambda t: t.clone())
+                torch.cuda.synchronize()
+                begin = time.perf_counter()
+                first = [t.detach().clone() for t in tensors(model_new(*inputs))]
+                torch.cuda.synchronize()
+                elapsed = 1000 * (time.perf_counter() - begin)
+                self.ref_model(*inputs)  # kernel → reference → kernel: exposes reuse of stale buffers
+                second = [t.detach() for t in tensors(model_new(*inputs))]
+                torch.cuda.synchronize()
+            del model_new, inputs
+        except Exception as err:
+            traceback.print_exc()
+            rows = [row(variant.key, job.problem, where, 0, _status_of(err), type(err).__name__, first_line(err),
+                        None, None, self.mode, None, None)]
+            if is_out_of_memory(err):
+                torch.cuda.empty_cache()
+            if not context_alive():
+                self._fatal(variant, entry, rows, err)
+            self._intact()
+            self._send_rows(variant, entry, rows)
+            return
+        try:
+            if not self._intact():  # measure against references made again, not against what it overwrote
+                gpu = self.gpu
+            rows = self._observe(variant.key, where, gpu, elapsed, first, second)
+        except Exception as err:
+            # With the CUDA context dead, a fault of the variant surfaced late (asynchronously): its crash.
+            # With the context alive the failure is oracleaudit's own: the job fails loudly.
+            if context_alive():
+                raise
+            traceback.print_exc()
+            self._fatal(variant, entry, [row(variant.key, job.problem, where, 0, "RuntimeError", type(err).__name__,
+                                             first_line(err), None, None, self.mode, None, None)], err)
+        self._send_rows(variant, entry, rows)
+
+    def _send_rows(self, variant, entry, rows: list[dict]) -> None:
+        import torch
+
+        self.todo.get(variant.key, set()).discard(entry.key)
+        self.send(Rows(variant.key, entry.key, tuple(rows)))
+        if not self.memory_sent:
+            self.memory_sent = True
+            self.send(Memory(int(torch.cuda.max_memory_reserved(self.device))))
+
+    def _fatal(self, variant, entry, rows: list[dict], err: BaseException) -> None:
+        """The CUDA context is dead: send the pair's rows, say why, and end this process (the supervisor
+        continues the job in a fresh worker)."""
+        self.send(Rows(variant.key, entry.key, tuple(rows)))
+        self.send(Fatal(variant.key, entry.key, f"{type(err).__name__}: {first_line(err)}"))
+        os._exit(3)
+
+    def _observe(self, key: str, where: tuple, gpu: GpuEntry, elapsed: float, first: list, second: list) -> list[dict]:
+        """The rows of one variant on one input: status, bitwise repeat, evidence against both references."""
+        import torch
+
+        from oracleaudit.evidence import measure
+
+        job = self.job
+        if len(first) != len(gpu.ref32):
+            return [row(key, job.problem, where, 0, "ShapeMismatch", None, f"{len(first)} outputs, reference has "
+                        f"{len(gpu.ref32)}", elapsed, None, self.mode, None, None)]
+        rows = []
+        with self.clock("evidence"):
+            for index, (out, again, r32, r64) in enumerate(zip(first, second, gpu.ref32, gpu.ref64)):
+                status = "Ok"
+                if out.shape != r32.shape:
+                    status = "ShapeMismatch"
+                elif out.dtype != r32.dtype:
+                    status = "DtypeMismatch"
+                same = out.shape == again.shape and out.dtype == again.dtype and bool(
+                    torch.equal(_bits(out), _bits(again)))
+                rows.append(row(key, job.problem, where, index, status, None, None, elapsed, same, self.mode,
+                                measure(out, r32, engine=job.evidence_engine),
+                                measure(out, r64, engine=job.evidence_engine)))
+        return rows
 
 
 def usable_cpus() -> int:
@@ -388,21 +617,31 @@ def usable_cpus() -> int:
 
 
 def main(conn, gpu: str) -> None:
-    """Worker process entry point: take jobs from the pipe until None arrives. Ctrl-C is the parent's to
-    handle: a worker dying of it would be recorded as the current mutant's crash."""
+    """Worker process entry point: bring CUDA up, say Ready, then take jobs from the pipe until None
+    arrives. Ctrl-C is the parent's to handle: a worker dying of it would be recorded as a mutant's crash."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    os.environ.setdefault("MAX_JOBS", str(max(1, usable_cpus() // 2)))
+    os.environ.setdefault("MAX_JOBS", "2")
+    import torch
+
+    torch.cuda.set_device(torch.device(gpu))
+    torch.zeros(1, device=gpu)  # the CUDA context, now: a spare worker is ready when it is needed
+    free, total = torch.cuda.mem_get_info(torch.device(gpu))
+    conn.send(Ready(int(total), int(free)))
     while True:
         job = conn.recv()
         if job is None:
             return
+        if job.cpu_threads:  # workers sharing a machine share its cores: OpenMP teams of every core each thrash
+            torch.set_num_threads(job.cpu_threads)
         try:
-            run_job(job, conn.send)
+            JobRun(job, conn.send).run()
         except Exception as err:
             traceback.print_exc()
-            alive = _context_alive()
-            conn.send(("error", f"{type(err).__name__}: {_first_line(err)}", alive))
+            alive = context_alive()
+            conn.send(Failed(f"{type(err).__name__}: {first_line(err)}", alive, is_out_of_memory(err)))
             if not alive:  # a dead CUDA context fails every later job: let the supervisor start a fresh worker
                 os._exit(3)
+        finally:
+            torch.cuda.empty_cache()

@@ -1,5 +1,7 @@
-"""The run stage on a real GPU: one build for all variants, crashes, hangs and OOM isolated per mutant,
-resumption without loss or duplication, and the namespace-cloned original bitwise equal to a plain build."""
+"""The run stage on a real GPU: one build for all variants, crashes, hangs and OOM isolated per mutant, no
+(variant, input) pair without a row, resumption without loss or duplication, a worker's memory independent
+of the pool's size, out-of-memory under contention run again alone, and the namespace-cloned original
+bitwise equal to a plain build."""
 
 from __future__ import annotations
 
@@ -79,10 +81,91 @@ def test_each_fault_gets_its_own_status_and_the_run_goes_on(evidence) -> None:
 @pytest.mark.gpu
 def test_running_again_records_nothing_twice_and_loses_nothing(evidence) -> None:
     _, _, first, second, rows_after_first, rows = evidence
-    assert second.variants == 0 and second.skipped == len(EDITS) + 1
+    assert second.pairs == 0 and second.skipped == (len(EDITS) + 1) * 2
     assert len(rows) == len(rows_after_first)
     keys = rows[["problem", "mutant_id", "input_id", "output_index"]]
     assert not keys.duplicated().any()
+
+
+@pytest.mark.gpu
+def test_every_pair_has_a_row_and_only_the_hang_s_other_input_is_inferred(evidence) -> None:
+    """The illegal address kills the CUDA context on each input; the run goes on in a fresh worker, so it is
+    observed on both. The hang costs one deadline: its second input is inferred, and says so."""
+    _, mutants, first, _, _, rows = evidence
+    variants = {"original", *(m.id for m in mutants.values())}
+    pairs = set(zip(rows.mutant_id, rows.input_id))
+    inputs = set(rows[rows.mutant_id == "reference"].input_id)
+    assert {(v, k) for v in variants for k in inputs} <= pairs and len(inputs) == 2
+    crashed = rows[rows.mutant_id == mutants["illegal_address"].id]
+    assert len(crashed) == 2 and not crashed.inferred.fillna(False).any()
+    inferred = rows[rows.inferred.fillna(False).astype(bool)]
+    assert list(inferred.mutant_id) == [mutants["hang"].id] and first.inferred == 1
+    assert first.restarts >= 3  # two crashes and a hang
+
+
+@pytest.mark.gpu
+def test_a_worker_s_peak_gpu_memory_does_not_grow_with_the_number_of_pool_inputs(tmp_path) -> None:
+    """The same solution on 10 and on 60 inputs of 4M elements: the worker holds one input's working set."""
+    shutil.copytree(DATA, tmp_path, dirs_exist_ok=True)
+    problem = tmp_path / PROBLEM
+    problem.write_text(problem.read_text().replace("size = 4099", "size = 4_000_003"))
+    mutants = make_mutants(tmp_path)
+    write_mutants(tmp_path / "mutants", [mutants["wrong_constant"]], {SOLUTION: (tmp_path / SOLUTION).read_text()})
+    peaks = {}
+    for count in (10, 60):
+        pool = tmp_path / f"pool{count}.toml"
+        pool.write_text(f'schema_version = 1\n[[entries]]\ndistribution = "normal"\nseeds = {list(range(count))}\n')
+        with pytest.MonkeyPatch.context() as patch:
+            patch.chdir(tmp_path)
+            result = runner.run(Path("mutants"), Path(f"evidence{count}"), pool=str(pool), gpus=1, show_progress=False)
+        assert result.errors == [] and result.pairs == 2 * count
+        peaks[count] = result.peak_bytes["level1/1_ScaleShift"]
+    assert peaks[60] <= 1.1 * peaks[10], peaks
+
+
+@pytest.mark.gpu
+def test_out_of_memory_while_sharing_the_gpu_is_run_again_alone_and_recorded_as_it_then_ends(tmp_path) -> None:
+    """A mutant that needs 16 GiB: while this test process holds all but 12 GiB of the GPU (another worker's
+    memory, as far as the supervisor can tell) it runs out of memory; that is not recorded but handed back,
+    and run again with the GPU to itself it gives its own outcome (here: correct output)."""
+    import torch
+
+    from oracleaudit.mutant import read_mutants
+    from oracleaudit.supervisor import Supervisor
+
+    shutil.copytree(DATA, tmp_path, dirs_exist_ok=True)
+    unit = load_units(tmp_path / SOLUTION)[0]
+    original = "torch::empty_like(x)"
+    start = unit.file_text.index(original)
+    replacement = "torch::empty({1LL << 32}, x.options()).narrow(0, 0, x.numel()).view_as(x)"
+    big = Mutant(id=mutant_id("level1/1_ScaleShift", SOLUTION, "test.big", start, start + len(original), replacement),
+                 problem="level1/1_ScaleShift", problem_file=PROBLEM, source=SOLUTION, source_sha256=unit.sha256,
+                 unit=0, rule="test.big", family="test", start=start, end=start + len(original),
+                 start_line=line_col(unit.file_text, start)[0], start_col=line_col(unit.file_text, start)[1],
+                 end_line=line_col(unit.file_text, start)[0], end_col=line_col(unit.file_text, start)[1] + len(original),
+                 original=original, replacement=replacement, scope="host", function=None)
+    write_mutants(tmp_path / "mutants", [big], {SOLUTION: unit.file_text})
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        (job,), errors, _ = runner.plan_jobs(read_mutants(Path("mutants")), str(tmp_path / "tiny_pool.toml"),
+                                             runner.build_root(), set())
+    recorded: dict = {}
+    supervisor = Supervisor(0, lambda variant, rows: recorded.setdefault(variant, []).extend(rows))
+    free, _ = torch.cuda.mem_get_info()
+    hog = torch.empty(free - (12 << 30), dtype=torch.uint8, device="cuda")
+    try:
+        shared = supervisor.run(job, shared=lambda: True)
+    finally:
+        del hog
+        torch.cuda.empty_cache()
+    try:
+        assert errors == [] and shared.errors == [] and big.id not in recorded
+        assert shared.alone is not None and shared.alone.work == ((big.id, job.work[1][1]),)
+        alone = supervisor.run(shared.alone, shared=lambda: False)
+    finally:
+        supervisor.close()
+    assert alone.errors == [] and {r["status"] for r in recorded[big.id]} == {"Ok"}
+    assert len(recorded[big.id]) == 2 and all(r["fp64_max_abs"] < 1e-5 for r in recorded[big.id])
 
 
 @pytest.mark.gpu

@@ -34,9 +34,11 @@ def test_a_solution_becomes_one_job_with_every_pending_mutant_and_every_pool_inp
     jobs, errors, recorded = plan(workdir)
     assert errors == [] and recorded == 0
     (job,) = jobs
-    assert len(job.mutants) == len(EDITS)
-    assert [key for key, *_ in job.entry_keys] == ["official/s=734796314/official", "normal/s=0/official"]
-    assert job.skip_variants == ()
+    assert len(job.mutants) == len(EDITS) and job.problem == "level1/1_ScaleShift"
+    keys = ("official/s=734796314/official", "normal/s=0/official")
+    assert [key for key, *_ in job.entry_keys] == list(keys)
+    assert job.work == (("original", keys), *((m["id"], keys) for m in job.mutants))
+    assert job.record_references == keys and job.pairs == (len(EDITS) + 1) * 2
 
 
 def test_jobs_name_their_files_by_absolute_path_for_workers_in_another_folder(workdir: Path) -> None:
@@ -52,46 +54,38 @@ def test_a_per_solution_limit_takes_the_first_mutants_by_id(workdir: Path) -> No
     (job,) = plan(workdir, per_solution=2)[0]
     expected = sorted(m.id for m in read_mutants(Path("mutants")))[:2]
     assert [m["id"] for m in job.mutants] == expected
+    assert job.variants() == ["original", *expected]
 
 
-def test_recorded_variants_are_skipped_and_a_fully_recorded_solution_is_not_run(workdir: Path) -> None:
+def test_a_resumed_run_plans_only_the_pairs_without_rows(workdir: Path) -> None:
     mutants = read_mutants(Path("mutants"))
-    label = "level1/1_ScaleShift"
-    jobs, _, recorded = plan(workdir, {f"{label}::reference", f"{label}::original", f"{label}::{mutants[0].id}"})
-    assert recorded == 2 and set(jobs[0].skip_variants) == {"reference", "original", mutants[0].id}
-    everything = {f"{label}::{k}" for k in ["reference", "original", *(m.id for m in mutants)]}
+    label, official, normal = "level1/1_ScaleShift", "official/s=734796314/official", "normal/s=0/official"
+    done = {(label, "reference", official), (label, "reference", normal), (label, "original", official),
+            (label, "original", normal), (label, mutants[0].id, official)}
+    (job,), _, recorded = plan(workdir, done)
+    assert recorded == 3 and job.record_references == ()
+    assert dict(job.work) == {mutants[0].id: (normal,), **{m.id: (official, normal) for m in mutants[1:]}}
+    everything = {(label, v, k) for v in ["reference", "original", *(m.id for m in mutants)] for k in (official, normal)}
     jobs, _, recorded = plan(workdir, everything)
-    assert jobs == [] and recorded == len(mutants) + 1
+    assert jobs == [] and recorded == (len(mutants) + 1) * 2
 
 
-def test_a_job_is_cut_into_even_slices_that_record_each_variant_once(workdir: Path) -> None:
+def test_a_job_is_cut_into_even_slices_the_first_with_the_original_and_the_references(workdir: Path) -> None:
     from dataclasses import replace
 
     (job,) = plan(workdir)[0]
     # 12 mutants: the test solution's 4, three times under distinct ids (slicing looks only at ids)
-    job = replace(job, mutants=tuple({**m, "id": f"{m['id']}-{n}"} for n, m in enumerate(job.mutants * 3)))
-    every = [m["id"] for m in job.mutants]
+    extra = [(f"{v}-{n}", inputs) for n in range(3) for v, inputs in job.work if v != "original"]
+    job = replace(job, work=(job.work[0], *extra))
     slices = runner.split_job(job, 5)
-    assert len(slices) == 3  # 12 variants in at most 5 each: three slices of 4, not 5 + 5 + 2
-    runs = [[v for v in every if v not in piece.skip_variants] for piece in slices]
-    assert [len(r) for r in runs] == [4, 4, 4] and sum(runs, []) == every
-    assert "original" not in slices[0].skip_variants and "reference" not in slices[0].skip_variants
-    assert all({"original", "reference"} <= set(piece.skip_variants) for piece in slices[1:])
+    assert len(slices) == 3  # 12 mutants in at most 5 each: three slices of 4, not 5 + 5 + 2
+    assert [len(piece.work) for piece in slices] == [5, 4, 4]
+    assert slices[0].work[0][0] == "original" and slices[0].record_references == job.record_references
+    assert all(piece.record_references == () and "original" not in piece.variants() for piece in slices[1:])
+    assert [w for piece in slices for w in piece.work] == list(job.work)
     assert all(piece.mutants == job.mutants for piece in slices)  # the same build plan in every slice
-    assert sum(runner.variants_to_run(piece) for piece in slices) == runner.variants_to_run(job) == 13
-
-
-def test_slicing_keeps_recorded_variants_skipped_and_leaves_a_small_job_whole(workdir: Path) -> None:
-    from dataclasses import replace
-
-    (job,) = plan(workdir)[0]
-    first, *rest = [m["id"] for m in job.mutants]
-    resumed = replace(job, skip_variants=("original", "reference", first))
-    slices = runner.split_job(resumed, 1)
-    assert len(slices) == len(rest)
-    assert all({"original", "reference", first} <= set(piece.skip_variants) for piece in slices)
-    assert [[v for v in rest if v not in piece.skip_variants] for piece in slices] == [[v] for v in rest]
-    assert runner.split_job(job, len(job.mutants)) == [job]
+    assert sum(piece.pairs for piece in slices) == job.pairs
+    assert runner.split_job(job, len(extra)) == [job]
     with pytest.raises(ValueError):
         runner.split_job(job, 0)
 
@@ -136,7 +130,78 @@ def test_run_without_a_gpu_says_so_in_one_line(workdir: Path) -> None:
     ({"workers_per_gpu": 0}, "--workers-per-gpu must be ≥ 1"),
     ({"job_size": 0}, "--job-size must be ≥ 1"),
     ({"evidence_engine": "fast"}, "--evidence-engine must be one of auto, fused, torch"),
+    ({"max_crashes": -1}, "--max-crashes must be ≥ 0"),
 ])
 def test_bad_run_options_are_refused_naming_the_flag(workdir: Path, kwargs: dict, message: str) -> None:
     with pytest.raises(OracleAuditError, match=message):
         runner.run(Path("mutants"), Path("evidence"), show_progress=False, **kwargs)
+
+
+def test_admission_lets_slices_share_a_gpu_only_as_far_as_their_memory_fits() -> None:
+    from oracleaudit.admission import WORKER_OVERHEAD_BYTES, GpuMemory
+
+    gib = 1 << 30
+    memory = GpuMemory(100 * gib, slots=4)  # 90 GiB usable, a default share of 22.5 GiB
+    assert memory.default_need == 90 * gib // 4
+    first = memory.acquire(40 * gib)
+    second = memory.acquire(40 * gib)
+    assert first.shared and second.shared and memory.in_use() == 80 * gib
+    assert memory.acquire(20 * gib, stop=lambda: True) is None  # would not fit: it waits (here: gives up)
+    second.release()
+    third = memory.acquire(20 * gib)
+    assert third is not None and memory.in_use() == 60 * gib
+    first.grow(60 * gib)  # a measured peak larger than the lease: the GPU is overcommitted, no one waits
+    assert memory.in_use() == 80 * gib
+    first.release()
+    third.release()
+    lone = memory.acquire(95 * gib)  # more than fits, but the GPU is idle: it runs
+    assert lone is not None and not lone.shared
+    lone.release()
+    assert memory.acquire(1).need == WORKER_OVERHEAD_BYTES
+
+
+def test_an_exclusive_lease_waits_for_the_gpu_and_keeps_others_out_meanwhile() -> None:
+    import threading
+    import time
+
+    from oracleaudit.admission import GpuMemory
+
+    memory = GpuMemory(100 << 30, slots=8)
+    running = memory.acquire()
+    got: list = []
+    waiter = threading.Thread(target=lambda: got.append(memory.acquire(exclusive=True)))
+    waiter.start()
+    time.sleep(0.3)
+    assert got == [] and memory.exclusive_waiting == 1
+    assert memory.acquire(stop=lambda: True) is None  # no new lease while an exclusive one waits
+    running.release()
+    waiter.join(5)
+    (alone,) = got
+    assert alone is not None and not alone.shared
+    assert memory.acquire(stop=lambda: True) is None
+    alone.release()
+    assert memory.acquire(stop=lambda: True) is not None
+
+
+def test_the_work_queue_hands_out_exclusive_retries_after_the_slices_and_ends_when_all_is_done() -> None:
+    import threading
+    from dataclasses import replace
+
+    from oracleaudit.protocol import Job
+
+    first = Job(solution="s", problem_path="p", problem="level1/1_X", mutants=(), pool="default", entry_keys=(),
+                build_dir="b")
+    second = replace(first, solution="t")
+    work = runner.WorkQueue()
+    stop = threading.Event()
+    work.put(first)
+    assert work.take(stop) is first
+    retry = replace(first, exclusive=True)
+    work.finished(first, retry)
+    work.put(second)
+    work.fed()
+    assert work.take(stop) is second  # slices first, exclusive retries after them
+    assert work.take(stop) is retry
+    work.finished(second, None)
+    work.finished(retry, None)
+    assert work.take(stop) is None

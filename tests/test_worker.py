@@ -1,4 +1,5 @@
-"""The worker's host-side pieces that need no GPU: fresh models from templates and the stray-write checksums."""
+"""The worker's host-side pieces that need no GPU: fresh models from templates (on the device or kept on the
+host), the stray-write checksums, and the helpers over nested outputs."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ import threading
 import types
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from oracleaudit import worker
-from oracleaudit.worker import Case, ModelTemplates
+from oracleaudit.worker import ModelTemplates
 
 EXTENSION = types.ModuleType("fake_extension")  # stands in for a compiled extension (a module object)
 
@@ -39,29 +41,30 @@ class Unpicklable(Net):
         self.lock = threading.Lock()  # deepcopy fails on it
 
 
-def case(width: int) -> Case:
-    entry = SimpleNamespace(overrides=(("width", width),))
-    return Case(entry, None, [width], None, [torch.ones(2, width)], [], [])
+def case(width: int) -> SimpleNamespace:
+    """One input of a shape group: the group's key and init args, and the input."""
+    return SimpleNamespace(key=("width", width), init=[width], inputs=[torch.ones(2, width)])
 
 
-def run_fresh(model: torch.nn.Module, c: Case) -> torch.Tensor:
+def run_fresh(model: torch.nn.Module, c) -> torch.Tensor:
     with torch.no_grad():
         return model(*c.inputs)
 
 
-def constructed_the_kernelbench_way(model_class, c: Case) -> torch.Tensor:
+def constructed_the_kernelbench_way(model_class, c) -> torch.Tensor:
     torch.manual_seed(worker.WEIGHT_SEED)
     return run_fresh(model_class(*c.init).eval(), c)
 
 
-def test_a_model_from_a_template_behaves_as_a_fresh_construction_and_shares_the_extension() -> None:
-    templates = ModelTemplates(Net, "cpu")
+@pytest.mark.parametrize("on_host", [False, True])
+def test_a_model_from_a_template_behaves_as_a_fresh_construction_and_shares_the_extension(on_host: bool) -> None:
+    templates = ModelTemplates(Net, "cpu", on_host=on_host)
     Net.constructed = 0
     cases = [case(8), case(8), case(8), case(16), case(16)]
-    models = [templates.fresh(c) for c in cases[:1]]
+    models = [templates.fresh(c.key, c.init) for c in cases[:1]]
     outputs = [run_fresh(models[0], cases[0])]
     for c in cases[1:]:
-        model = templates.fresh(c)
+        model = templates.fresh(c.key, c.init)
         models.append(model)
         outputs.append(run_fresh(model, c))
     assert Net.constructed == 2  # once per width; the other inputs get copies of the template
@@ -76,7 +79,7 @@ def test_a_model_that_cannot_be_copied_is_constructed_for_every_input() -> None:
     templates = ModelTemplates(Unpicklable, "cpu")
     Unpicklable.constructed = 0
     cases = [case(4), case(4), case(4)]
-    outputs = [run_fresh(templates.fresh(c), c) for c in cases]
+    outputs = [run_fresh(templates.fresh(c.key, c.init), c) for c in cases]
     assert Unpicklable.constructed == 3
     for c, out in zip(cases, outputs):
         assert torch.equal(out, constructed_the_kernelbench_way(Unpicklable, c))
@@ -84,12 +87,24 @@ def test_a_model_that_cannot_be_copied_is_constructed_for_every_input() -> None:
 
 def test_checksums_see_a_changed_byte_in_an_input_or_a_reference() -> None:
     ref = torch.arange(6, dtype=torch.float32)
-    c = Case(SimpleNamespace(overrides=()), None, [], None, [torch.ones(3)], [ref], [ref.double()])
-    before = worker._fingerprints([c])
-    assert torch.equal(before, worker._fingerprints([c]))
-    c.inputs[0][2] += 1
-    assert not torch.equal(before, worker._fingerprints([c]))
-    c.inputs[0][2] -= 1
-    assert torch.equal(before, worker._fingerprints([c]))
-    c.ref64[0][0] = -0.0  # the same value as 0.0, other bits
-    assert not torch.equal(before, worker._fingerprints([c]))
+    items = [torch.ones(3), ref, ref.double(), torch.zeros(3, dtype=torch.uint8)]  # the last: not whole words
+    before = worker.checksums(items)
+    assert torch.equal(before, worker.checksums(items)) and len(before) == 4
+    items[0][2] += 1
+    assert not torch.equal(before, worker.checksums(items))
+    items[0][2] -= 1
+    assert torch.equal(before, worker.checksums(items))
+    items[2][0] = -0.0  # the same value as 0.0, other bits
+    assert not torch.equal(before, worker.checksums(items))
+    items[2][0] = 0.0
+    items[3][1] = 7
+    assert not torch.equal(before, worker.checksums(items))
+
+
+def test_nested_outputs_are_flattened_depth_first_and_mapped_in_place_of_their_structure() -> None:
+    a, b, c = torch.ones(1), torch.zeros(2), torch.full((3,), 2.0)
+    value = [a, (b, 7, [c]), "label"]
+    assert [t.shape for t in worker.tensors(value)] == [a.shape, b.shape, c.shape]
+    doubled = worker.map_tensors(value, lambda t: t * 2)
+    assert isinstance(doubled[1], tuple) and doubled[1][1] == 7 and doubled[2] == "label"
+    assert torch.equal(doubled[1][2][0], c * 2)

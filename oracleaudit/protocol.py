@@ -1,0 +1,116 @@
+"""The run stage's job and the messages between a GPU worker process and its supervisor.
+
+A `Job` is one slice of one solution's work: which variants (the original and mutants) to observe on which
+pool inputs. The worker (worker.py) answers through a pipe with the messages below, in this order:
+
+    Ready                      once, when the process has CUDA up (a spare worker waits in this state)
+    Built                      the job's extensions are loaded
+    Rows(reference, input)     the fp32 reference's own rows, for the inputs the job records them for
+    Started(variant, input)    before each (variant, input); the supervisor's deadline starts here
+    Rows(variant, input)       after it: the observation rows (one per output tensor)
+    Memory                     after the first (variant, input): the process's peak GPU memory so far
+    Fatal                      the CUDA context died during (variant, input); the worker exits next
+    Failed                     the job failed as a whole (the worker exits if its CUDA context is dead)
+    Done                       the job is finished; seconds spent by phase
+
+Messages are frozen dataclasses (picklable), so a test can script a worker without a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ORIGINAL = "original"
+REFERENCE = "reference"
+WEIGHT_SEED = 42  # KernelBench: torch.manual_seed(42) before constructing Model and ModelNew
+
+
+@dataclass(frozen=True)
+class Job:
+    """One solution's work, or a slice of it.
+
+    `mutants` are all the solution's mutants as dicts (the build plan is made from all of them, so every
+    slice loads the same extensions); `work` lists, in order, each variant to observe (the original first,
+    if at all) with the pool input keys to observe it on. `record_references` names the inputs whose
+    reference rows this job records. `time_original` makes the worker run the original first on every input
+    without recording it, so the supervisor can scale the mutants' deadlines by its times."""
+
+    solution: str
+    problem_path: str
+    problem: str
+    mutants: tuple[dict, ...]
+    pool: str
+    entry_keys: tuple[tuple[str, int, str, str], ...]  # (key, seed, shape variant, distribution) per input
+    build_dir: str
+    shapes: tuple[tuple[str, tuple, tuple], ...] = ()  # (shape variant, overrides, input shapes) as resolved
+    work: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    record_references: tuple[str, ...] = ()
+    time_original: bool = False
+    unbuildable: tuple[tuple[str, str], ...] = ()  # (mutant id, compiler error) found when prebuilding
+    device: str = "cuda:0"
+    evidence_engine: str = "auto"  # evidence.measure's engine: auto, torch or fused
+    cpu_threads: int = 0  # torch's CPU threads in the worker (0: torch's default, every core)
+    exclusive: bool = False  # run with the GPU to itself (a retry after an out-of-memory under contention)
+
+    @property
+    def pairs(self) -> int:
+        """(variant, input) observations the job records."""
+        return sum(len(inputs) for _, inputs in self.work)
+
+    def variants(self) -> list[str]:
+        return [variant for variant, _ in self.work]
+
+    def entry(self, key: str) -> tuple[str, int, str, str]:
+        for entry in self.entry_keys:
+            if entry[0] == key:
+                return entry
+        raise KeyError(key)
+
+
+@dataclass(frozen=True)
+class Ready:
+    total_bytes: int
+    free_bytes: int
+
+
+@dataclass(frozen=True)
+class Built:
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Started:
+    variant: str
+    input: str
+
+
+@dataclass(frozen=True)
+class Rows:
+    variant: str
+    input: str
+    rows: tuple[dict, ...]
+
+
+@dataclass(frozen=True)
+class Memory:
+    peak_bytes: int
+
+
+@dataclass(frozen=True)
+class Fatal:
+    variant: str
+    input: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Failed:
+    message: str
+    context_alive: bool
+    out_of_memory: bool = False
+
+
+@dataclass(frozen=True)
+class Done:
+    seconds: dict[str, float] = field(default_factory=dict)  # by phase: load, references, execution, evidence
+    peak_bytes: int = 0

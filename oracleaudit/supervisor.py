@@ -1,0 +1,367 @@
+"""Supervision of the GPU worker processes of one slot: deadlines, crashes, restarts, and what is recorded
+for pairs the worker could not observe.
+
+A `Supervisor` drives one worker process at a time through jobs (protocol.py). Per (variant, input) pair the
+worker says `Started`, then sends `Rows`; the supervisor records them and turns everything else into rows
+of its own:
+- a pair that misses its deadline (`timeout_floor_s + timeout_factor ×` the original's time on that input;
+  `ORIGINAL_TIMEOUT_S` for the original) is recorded as Timeout, the worker is killed, and the variant's
+  other inputs still to observe are recorded as *inferred* Timeout rows (a hang costs one deadline, not one
+  per input);
+- a pair whose worker dies (a sticky CUDA error ends the CUDA context, so the worker reports `Fatal` and
+  exits; or the process just dies) is recorded as RuntimeError and the job continues in a fresh worker on
+  the remaining pairs, so a crash on one input leaves no hole on the others. After more than `max_crashes`
+  such crashes of one variant its remaining inputs are recorded as inferred RuntimeError rows;
+- a pair whose rows say OOM while another worker held memory on the same GPU (`shared()`) is not recorded:
+  it is handed back in `SliceResult.alone`, to be run again with the GPU to itself, where an OOM is the
+  variant's own outcome.
+Inferred rows carry `inferred = True`; scoring treats them as unobserved.
+
+A fresh worker costs a process start, torch import and CUDA context (seconds), so the supervisor keeps one
+spare worker started after the first restart.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+from oracleaudit.protocol import (ORIGINAL, REFERENCE, Built, Done, Failed, Fatal, Job, Memory, Ready, Rows,
+                                  Started)
+
+BUILD_TIMEOUT_S = 3600.0
+ORIGINAL_TIMEOUT_S = 600.0
+MAX_CRASHES = 3  # sticky crashes of one variant before its remaining inputs are inferred
+POLL_S = 0.5  # how often a waiting supervisor looks at the stop event
+
+
+class WorkerProcess:
+    """A worker subprocess (worker.main) and the parent's end of its pipe."""
+
+    def __init__(self, gpu: int):
+        from oracleaudit import worker
+
+        context = multiprocessing.get_context("spawn")
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=worker.main, args=(child, f"cuda:{gpu}"), daemon=True)
+        self.process.start()
+        child.close()
+
+    def send(self, message: Any) -> None:
+        self.conn.send(message)
+
+    def poll(self, timeout: float) -> bool:
+        return self.conn.poll(timeout)
+
+    def recv(self) -> Any:
+        return self.conn.recv()
+
+    @property
+    def exitcode(self) -> int | None:
+        return self.process.exitcode
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.join(timeout=30)
+
+    def close(self) -> None:
+        """Ask the worker to exit; kill it if it does not within 30 s."""
+        try:
+            self.conn.send(None)
+        except (BrokenPipeError, OSError):
+            pass
+        self.process.join(timeout=30)
+        if self.process.is_alive():
+            self.kill()
+
+
+@dataclass
+class SliceResult:
+    errors: list[str] = field(default_factory=list)
+    alone: Job | None = None  # pairs to run again with the GPU to itself
+    pairs: int = 0  # pairs recorded (observed or inferred)
+    seconds: Counter = field(default_factory=Counter)  # worker seconds by phase
+    peak_bytes: int = 0
+
+
+def failure_row(job: Job, variant: str, key: str, status: str, error_class: str, message: str,
+                inferred: bool | None = None) -> dict:
+    """The one row of a pair the supervisor records itself: a hang or a death it saw (observed), or a pair
+    it did not run (`inferred` True)."""
+    _, seed, shape, distribution = job.entry(key)
+    return {"mutant_id": variant, "problem": job.problem, "input_id": key, "input_seed": seed,
+            "shape_variant": shape, "distribution": distribution, "output_index": 0, "status": status,
+            "error_class": error_class, "error_message": message, "inferred": inferred}
+
+
+class _Slice:
+    """The state of one job under supervision: what is still to observe, and the original's times."""
+
+    def __init__(self, job: Job):
+        self.job = job
+        self.work: dict[str, list[str]] = {variant: list(inputs) for variant, inputs in job.work if inputs}
+        self.references = set(job.record_references)
+        self.original_s: dict[str, float] = {}
+        self.crashes: Counter = Counter()
+        self.alone: dict[str, list[str]] = {}
+        self.current: tuple[str, str] | None = None
+        self.started = 0.0
+        self.error: str | None = None
+
+    def remaining(self) -> bool:
+        return bool(self.work or self.references)
+
+    def owed(self, variant: str, key: str) -> bool:
+        return key in self.work.get(variant, ())
+
+    def take(self, variant: str, key: str) -> None:
+        inputs = self.work.get(variant)
+        if inputs is not None and key in inputs:
+            inputs.remove(key)
+            if not inputs:
+                del self.work[variant]
+
+    def next_job(self) -> Job:
+        """The job for a (fresh) worker: what is left; the original run first, unrecorded, to time the
+        deadlines when it is not part of the work and has not been timed yet."""
+        return replace(self.job, work=tuple((v, tuple(i)) for v, i in self.work.items()),
+                       record_references=tuple(sorted(self.references)),
+                       time_original=ORIGINAL not in self.work and bool(self.work) and not self.original_s)
+
+
+class Supervisor:
+    """Drives one worker process on one GPU through jobs, restarting it after a crash or a timeout.
+
+    `start(gpu)` makes a worker (default: a `WorkerProcess`); `on_rows(variant, rows)` records rows;
+    `on_ready(total_bytes)` learns the GPU's memory from a worker's `Ready`."""
+
+    def __init__(self, gpu: int, on_rows: Callable[[str, list[dict]], None], timeout_factor: float = 10.0,
+                 timeout_floor_s: float = 30.0, stop: threading.Event | None = None, max_crashes: int = MAX_CRASHES,
+                 start: Callable[[int], Any] = WorkerProcess, on_ready: Callable[[int], None] | None = None):
+        self.gpu = gpu
+        self.on_rows = on_rows
+        self.timeout_factor = timeout_factor
+        self.timeout_floor_s = timeout_floor_s
+        self.stop = stop or threading.Event()
+        self.max_crashes = max_crashes
+        self.start = start
+        self.on_ready = on_ready
+        self.worker = None
+        self.spare = None
+        self.restarts = 0
+
+    # ---- workers ---------------------------------------------------------------------------------------
+
+    def _worker(self):
+        if self.worker is None:
+            if self.spare is not None:
+                self.worker, self.spare = self.spare, None
+            else:
+                self.worker = self.start(self.gpu)
+        return self.worker
+
+    def _discard(self) -> None:
+        """Kill the current worker and have a spare started for the next one."""
+        if self.worker is not None:
+            self.worker.kill()
+            self.worker = None
+        if self.stop.is_set():
+            return
+        self.restarts += 1
+        if self.spare is None:
+            self.spare = self.start(self.gpu)
+
+    def close(self) -> None:
+        for worker in (self.worker, self.spare):
+            if worker is not None:
+                worker.close()
+        self.worker = self.spare = None
+
+    def interrupt(self) -> None:
+        """From another thread: kill the worker now; the supervising thread sees it die and, with `stop` set,
+        records nothing and returns."""
+        worker = self.worker
+        if worker is not None:
+            worker.kill()
+
+    # ---- one job ---------------------------------------------------------------------------------------
+
+    def run(self, job: Job, shared: Callable[[], bool] = lambda: False,
+            on_memory: Callable[[int], None] | None = None) -> SliceResult:
+        """Observe every pair of `job` (recording rows through `on_rows`), restarting workers as needed.
+        `shared()` says whether another worker held memory on this GPU since the job began."""
+        job = replace(job, device=f"cuda:{self.gpu}")
+        state = _Slice(job)
+        result = SliceResult()
+        retried = False
+        while state.remaining() and not self.stop.is_set():
+            worker = self._worker()
+            worker.send(state.next_job())
+            ended = self._drive(worker, state, result, shared, on_memory)
+            if ended == "done":
+                break
+            if ended == "retry" and not retried:  # the job may have failed only because of a dead context
+                retried = True
+                continue
+            if ended in ("failed", "retry"):
+                if state.error is not None:
+                    result.errors.append(state.error)
+                break
+            # "restart": a fresh worker continues with what is left
+        if state.alone:
+            result.alone = replace(job, work=tuple((v, tuple(i)) for v, i in state.alone.items()),
+                                   record_references=(), time_original=ORIGINAL not in state.alone,
+                                   exclusive=True)
+        return result
+
+    def _drive(self, worker, state: _Slice, result: SliceResult, shared, on_memory) -> str:
+        """Handle one worker's messages until the job ends ("done"; "failed"; "retry": failed, but worth one
+        more try in a fresh worker) or the worker has to be replaced ("restart")."""
+        job = state.job
+        deadline = time.monotonic() + BUILD_TIMEOUT_S
+        state.current = None
+        while True:
+            if self.stop.is_set():
+                self._discard()
+                return "failed"
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return self._timed_out(state, result, deadline)
+            if not worker.poll(min(POLL_S, remaining)):
+                continue
+            try:
+                message = worker.recv()
+            except (EOFError, OSError):
+                return self._died(state, result, worker.exitcode)
+            now = time.monotonic()
+            if isinstance(message, Ready):
+                if self.on_ready is not None:
+                    self.on_ready(message.total_bytes)
+            elif isinstance(message, Built):
+                result.seconds["build_load"] += message.seconds
+                deadline = now + ORIGINAL_TIMEOUT_S
+            elif isinstance(message, Started):
+                state.current, state.started = (message.variant, message.input), now
+                deadline = now + self._limit(state, message.variant, message.input)
+            elif isinstance(message, Rows):
+                self._rows(state, result, message, now, shared)
+                if message.variant != REFERENCE:  # reference rows may come while a pair runs
+                    state.current = None
+                    deadline = now + ORIGINAL_TIMEOUT_S
+            elif isinstance(message, Memory):
+                result.peak_bytes = max(result.peak_bytes, message.peak_bytes)
+                if on_memory is not None:
+                    on_memory(message.peak_bytes)
+            elif isinstance(message, Fatal):
+                state.crashes[message.variant] += 1
+                self._cap_crashes(state, result, message.variant, message.input)
+                self._discard()
+                return "restart"
+            elif isinstance(message, Failed):
+                return self._failed(state, result, message, shared)
+            elif isinstance(message, Done):
+                result.seconds.update(message.seconds)
+                result.peak_bytes = max(result.peak_bytes, message.peak_bytes)
+                if state.work:
+                    left = sum(len(i) for i in state.work.values())
+                    result.errors.append(f"{job.solution}: the worker finished with {left} (variant, input) pairs "
+                                         "not observed")
+                return "done"
+
+    def _limit(self, state: _Slice, variant: str, key: str) -> float:
+        if variant == ORIGINAL or not state.original_s:
+            return ORIGINAL_TIMEOUT_S
+        original = state.original_s.get(key, max(state.original_s.values()))
+        return self.timeout_floor_s + self.timeout_factor * original
+
+    def _rows(self, state: _Slice, result: SliceResult, message: Rows, now: float, shared) -> None:
+        variant, key = message.variant, message.input
+        if variant == ORIGINAL and state.current == (ORIGINAL, key):
+            state.original_s[key] = now - state.started
+        if variant == REFERENCE:
+            if key in state.references:
+                state.references.discard(key)
+                self.on_rows(REFERENCE, list(message.rows))
+            return
+        if not state.owed(variant, key):
+            return  # the original run only to time it, or a pair already recorded
+        state.take(variant, key)
+        if any(r.get("status") == "OOM" for r in message.rows) and not state.job.exclusive and shared():
+            state.alone.setdefault(variant, []).append(key)
+            return
+        self.on_rows(variant, list(message.rows))
+        result.pairs += 1
+
+    def _record_inferred(self, state: _Slice, result: SliceResult, variant: str, status: str, error_class: str,
+                         message: str) -> None:
+        """Record the variant's inputs still to observe as inferred rows (not observed)."""
+        for key in state.work.pop(variant, []):
+            self.on_rows(variant, [failure_row(state.job, variant, key, status, error_class, message, inferred=True)])
+            result.pairs += 1
+
+    def _cap_crashes(self, state: _Slice, result: SliceResult, variant: str, key: str) -> None:
+        if self.max_crashes and state.crashes[variant] > self.max_crashes:
+            self._record_inferred(state, result, variant, "RuntimeError", "NotRun",
+                                  f"not run: the variant crashed the CUDA context on {state.crashes[variant]} "
+                                  f"inputs (last {key}); more than --max-crashes {self.max_crashes}")
+
+    def _timed_out(self, state: _Slice, result: SliceResult, deadline: float) -> str:
+        job = state.job
+        current = state.current
+        self._discard()
+        if current is None:
+            state.error = f"{job.solution}: the worker gave no sign of progress outside any variant; killed"
+            return "failed"
+        variant, key = current
+        waited = f"no result within {self._limit(state, variant, key):.0f} s"
+        if not state.owed(variant, key):
+            if variant == ORIGINAL:
+                state.error = f"{job.solution}: the original timed out on {key} ({waited})"
+                return "failed"
+            return "restart"
+        state.take(variant, key)
+        self.on_rows(variant, [failure_row(job, variant, key, "Timeout", "TimeoutError", waited)])
+        result.pairs += 1
+        self._record_inferred(state, result, variant, "Timeout", "TimeoutError",
+                              f"not run: the variant hung on {key} ({waited})")
+        return "restart"
+
+    def _died(self, state: _Slice, result: SliceResult, exitcode: int | None) -> str:
+        job = state.job
+        current = state.current
+        self._discard()
+        if self.stop.is_set():
+            return "failed"
+        if current is None:
+            state.error = f"{job.solution}: the worker died (exit code {exitcode}) outside any variant"
+            return "retry"
+        variant, key = current
+        if not state.owed(variant, key):
+            if variant == ORIGINAL:
+                state.error = f"{job.solution}: the worker died running the original on {key}"
+                return "failed"
+            return "restart"
+        state.crashes[variant] += 1
+        state.take(variant, key)
+        self.on_rows(variant, [failure_row(job, variant, key, "RuntimeError", "WorkerDied",
+                                           f"the worker process died (exit code {exitcode})")])
+        result.pairs += 1
+        self._cap_crashes(state, result, variant, key)
+        return "restart"
+
+    def _failed(self, state: _Slice, result: SliceResult, message: Failed, shared) -> str:
+        job = state.job
+        if not message.context_alive:
+            self._discard()
+        if message.out_of_memory and not job.exclusive and shared():
+            for variant, inputs in state.work.items():  # everything left, with the GPU to itself
+                state.alone.setdefault(variant, []).extend(inputs)
+            state.work.clear()
+            state.references.clear()
+            return "failed"
+        state.error = f"{job.solution}: {message.message}"
+        return "retry" if not message.context_alive else "failed"

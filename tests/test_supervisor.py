@@ -1,0 +1,282 @@
+"""The supervisor's protocol on the CPU: a scripted worker stands in for the GPU worker process and
+misbehaves on cue (crash, death, hang, out of memory, job failure); the supervisor must record every
+(variant, input) pair exactly once, observed or inferred, and restart workers as the worker process would
+need."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass, field
+
+import pytest
+
+from oracleaudit.protocol import ORIGINAL, REFERENCE, Built, Done, Failed, Fatal, Job, Memory, Ready, Rows, Started
+from oracleaudit.supervisor import SliceResult, Supervisor
+
+INPUTS = ("a/s=0/official", "b/s=1/official", "c/s=2/odd")
+MUTANTS = ("m1", "m2", "m3")
+
+
+def make_job(variants=(ORIGINAL, *MUTANTS), inputs=INPUTS, references=INPUTS) -> Job:
+    return Job(solution="/s/1_X.py", problem_path="/p/level1/1_X.py", problem="level1/1_X", mutants=(),
+               pool="default", entry_keys=tuple((key, n, key.rsplit("/", 1)[1], key.split("/")[0])
+                                                for n, key in enumerate(inputs)),
+               build_dir="/b", work=tuple((v, tuple(inputs)) for v in variants), record_references=tuple(references))
+
+
+def ok_row(variant: str, key: str, status: str = "Ok") -> dict:
+    return {"mutant_id": variant, "problem": "level1/1_X", "input_id": key, "input_seed": 0,
+            "shape_variant": "official", "distribution": "a", "output_index": 0, "status": status}
+
+
+@dataclass
+class World:
+    """What the scripted workers do: `behaviour[(variant, input)]` is a list of actions, one taken per
+    attempt (the last repeats): ok, oom, crash (Fatal), die (the process vanishes), hang, fail (job
+    failure, context alive), fail-dead (job failure, context dead), fail-oom."""
+
+    behaviour: dict = field(default_factory=dict)
+    started: int = 0
+    jobs: list = field(default_factory=list)
+    attempts: dict = field(default_factory=dict)
+
+    def action(self, variant: str, key: str) -> str:
+        plan = self.behaviour.get((variant, key), ["ok"])
+        n = self.attempts.get((variant, key), 0)
+        self.attempts[(variant, key)] = n + 1
+        return plan[min(n, len(plan) - 1)]
+
+
+class ScriptedWorker:
+    """A worker process stand-in: a thread answering jobs with protocol messages."""
+
+    def __init__(self, world: World):
+        world.started += 1
+        self.world = world
+        self.outbox: queue.Queue = queue.Queue()
+        self.dead = False
+        self.hanging = threading.Event()
+        self.exitcode = None
+        self.outbox.put(Ready(80 << 30, 79 << 30))
+
+    def send(self, job) -> None:
+        if job is None:
+            return
+        self.world.jobs.append(job)
+        threading.Thread(target=self._run, args=(job,), daemon=True).start()
+
+    def _run(self, job: Job) -> None:
+        put = self.outbox.put
+        put(Built(0.01))
+        for key in job.record_references:
+            put(Rows(REFERENCE, key, (ok_row(REFERENCE, key),)))
+        work = [(v, list(i)) for v, i in job.work]
+        if job.time_original:
+            inputs = sorted({k for _, i in work for k in i})
+            work = [(ORIGINAL, inputs), *work]
+        first = True
+        for variant, inputs in work:
+            for key in inputs:
+                put(Started(variant, key))
+                action = self.world.action(variant, key)
+                if action == "hang":
+                    self.hanging.wait()
+                    return
+                if action == "die":
+                    self._die(None)
+                    return
+                if action == "crash":
+                    put(Rows(variant, key, (ok_row(variant, key, "RuntimeError"),)))
+                    put(Fatal(variant, key, "CUDA error: an illegal memory access was encountered"))
+                    self._die(3)
+                    return
+                if action.startswith("fail"):
+                    put(Failed("RuntimeError: boom", action != "fail-dead", action == "fail-oom"))
+                    if action == "fail-dead":
+                        self._die(3)
+                    return
+                put(Rows(variant, key, (ok_row(variant, key, "OOM" if action == "oom" else "Ok"),)))
+                if first:
+                    put(Memory(1 << 30))
+                    first = False
+        put(Done({"execution": 0.5}, 1 << 30))
+
+    def _die(self, code) -> None:
+        self.exitcode = code
+        self.outbox.put(EOFError)
+
+    def poll(self, timeout: float) -> bool:
+        if self.dead:
+            return True
+        try:
+            item = self.outbox.get(timeout=timeout)
+        except queue.Empty:
+            return False
+        self.outbox.queue.appendleft(item)
+        return True
+
+    def recv(self):
+        if self.dead:
+            raise EOFError
+        item = self.outbox.get()
+        if item is EOFError:
+            self.dead = True
+            raise EOFError
+        return item
+
+    def kill(self) -> None:
+        self.dead = True
+        self.hanging.set()
+
+    def close(self) -> None:
+        self.kill()
+
+
+def supervise(world: World, job: Job, shared: bool = False, **options) -> tuple[SliceResult, dict, Supervisor]:
+    recorded: dict[tuple[str, str], list[dict]] = {}
+
+    def on_rows(variant: str, rows: list[dict]) -> None:
+        key = (variant, rows[0]["input_id"])
+        assert key not in recorded, f"{key} recorded twice"
+        recorded[key] = rows
+
+    options = {"timeout_factor": 1.0, "timeout_floor_s": 0.3, **options}
+    supervisor = Supervisor(0, on_rows, start=lambda gpu: ScriptedWorker(world), **options)
+    try:
+        result = supervisor.run(job, shared=lambda: shared)
+    finally:
+        supervisor.close()
+    return result, recorded, supervisor
+
+
+def every_pair(job: Job) -> set[tuple[str, str]]:
+    return {(v, k) for v, inputs in job.work for k in inputs} | {(REFERENCE, k) for k in job.record_references}
+
+
+def status(recorded, variant, key) -> tuple[str, bool]:
+    row = recorded[(variant, key)][0]
+    return row["status"], bool(row.get("inferred"))
+
+
+def test_a_well_behaved_worker_gets_every_pair_recorded_once_by_one_process() -> None:
+    world, job = World(), make_job()
+    result, recorded, supervisor = supervise(world, job)
+    assert set(recorded) == every_pair(job) and result.errors == []
+    assert result.pairs == 12 and world.started == 1 and supervisor.restarts == 0
+    assert result.seconds["execution"] == 0.5 and result.peak_bytes == 1 << 30
+
+
+def test_a_crash_on_one_input_is_recorded_and_the_variant_goes_on_in_a_fresh_worker() -> None:
+    world, job = World({("m2", INPUTS[1]): ["crash"]}), make_job()
+    result, recorded, supervisor = supervise(world, job)
+    assert set(recorded) == every_pair(job) and result.errors == []
+    assert status(recorded, "m2", INPUTS[1]) == ("RuntimeError", False)
+    assert status(recorded, "m2", INPUTS[2]) == ("Ok", False)  # observed after the crash, not a hole
+    assert supervisor.restarts == 1
+    resumed = world.jobs[1]
+    assert ("m2", (INPUTS[2],)) in resumed.work and ORIGINAL not in resumed.variants()
+    assert resumed.time_original is False  # the original's times are already known
+    assert resumed.record_references == ()
+
+
+def test_a_variant_that_keeps_crashing_has_its_remaining_inputs_inferred_after_max_crashes() -> None:
+    world = World({("m1", key): ["crash"] for key in INPUTS})
+    job = make_job(inputs=INPUTS)
+    result, recorded, supervisor = supervise(world, job, max_crashes=1)
+    assert set(recorded) == every_pair(job)
+    assert [status(recorded, "m1", k) for k in INPUTS] == [("RuntimeError", False), ("RuntimeError", False),
+                                                           ("RuntimeError", True)]
+    assert "more than --max-crashes 1" in recorded[("m1", INPUTS[2])][0]["error_message"]
+    assert supervisor.restarts == 2
+
+
+def test_with_no_crash_limit_every_input_is_observed() -> None:
+    world = World({("m1", key): ["crash"] for key in INPUTS})
+    _, recorded, supervisor = supervise(world, make_job(), max_crashes=0)
+    assert [status(recorded, "m1", k) for k in INPUTS] == [("RuntimeError", False)] * 3
+    assert supervisor.restarts == 3
+
+
+def test_a_hang_is_a_timeout_there_and_inferred_on_the_variant_s_other_inputs() -> None:
+    world = World({("m3", INPUTS[0]): ["hang"]})
+    job = make_job()
+    result, recorded, supervisor = supervise(world, job)
+    assert set(recorded) == every_pair(job) and result.errors == []
+    assert status(recorded, "m3", INPUTS[0]) == ("Timeout", False)
+    assert [status(recorded, "m3", k) for k in INPUTS[1:]] == [("Timeout", True)] * 2
+    assert "hung on a/s=0/official" in recorded[("m3", INPUTS[1])][0]["error_message"]
+    assert supervisor.restarts == 1
+    # the deadline scales with the original's time on that input (here: the 0.3 s floor and ~0)
+    assert "within 0 s" in recorded[("m3", INPUTS[0])][0]["error_message"]
+
+
+def test_a_worker_that_dies_without_a_word_costs_one_row_not_the_rest() -> None:
+    world = World({("m1", INPUTS[0]): ["die"]})
+    job = make_job()
+    _, recorded, _ = supervise(world, job)
+    assert set(recorded) == every_pair(job)
+    row = recorded[("m1", INPUTS[0])][0]
+    assert (row["status"], row["error_class"]) == ("RuntimeError", "WorkerDied")
+    assert status(recorded, "m1", INPUTS[1]) == ("Ok", False)
+
+
+def test_out_of_memory_while_sharing_the_gpu_is_handed_back_to_run_alone() -> None:
+    world = World({("m2", INPUTS[0]): ["oom", "ok"]})
+    job = make_job()
+    result, recorded, _ = supervise(world, job, shared=True)
+    assert ("m2", INPUTS[0]) not in recorded and set(recorded) == every_pair(job) - {("m2", INPUTS[0])}
+    assert result.alone is not None and result.alone.exclusive
+    assert result.alone.work == (("m2", (INPUTS[0],)),) and result.alone.time_original
+
+    alone_result, alone_recorded, _ = supervise(world, result.alone, shared=False)
+    assert alone_recorded == {("m2", INPUTS[0]): [ok_row("m2", INPUTS[0])]}  # it was the neighbours' memory
+
+
+def test_out_of_memory_with_the_gpu_to_itself_is_the_variant_s_outcome() -> None:
+    world = World({("m2", INPUTS[0]): ["oom"]})
+    result, recorded, _ = supervise(world, make_job(), shared=False)
+    assert status(recorded, "m2", INPUTS[0]) == ("OOM", False) and result.alone is None
+
+
+def test_a_job_failing_with_a_dead_context_is_tried_once_more_then_reported() -> None:
+    world = World({("m1", INPUTS[0]): ["fail-dead", "ok"]})
+    job = make_job()
+    result, recorded, _ = supervise(world, job)
+    assert result.errors == [] and set(recorded) == every_pair(job)
+
+    world = World({("m1", INPUTS[0]): ["fail-dead"]})
+    result, recorded, _ = supervise(world, job)
+    assert result.errors == ["/s/1_X.py: RuntimeError: boom"] and world.started >= 2
+    assert ("m1", INPUTS[0]) not in recorded  # not recorded: the next run does it again
+
+
+def test_a_job_failing_out_of_memory_while_sharing_goes_alone_whole() -> None:
+    world = World({("m1", INPUTS[0]): ["fail-oom"]})
+    job = make_job()
+    result, recorded, _ = supervise(world, job, shared=True)
+    assert result.errors == [] and result.alone is not None
+    left = {(v, k) for v, inputs in result.alone.work for k in inputs}
+    assert left | set(recorded) == every_pair(job) and not left & set(recorded)
+    assert ("m1", INPUTS[0]) in left and result.alone.exclusive
+
+
+def test_a_stop_records_nothing_more() -> None:
+    world = World({("m1", INPUTS[0]): ["hang"]})
+    stop = threading.Event()
+    recorded = []
+    supervisor = Supervisor(0, lambda v, rows: recorded.append(v), timeout_floor_s=60, stop=stop,
+                            start=lambda gpu: ScriptedWorker(world))
+    timer = threading.Timer(0.5, stop.set)
+    timer.start()
+    result = supervisor.run(make_job())
+    supervisor.close()
+    assert "m1" not in recorded and result.errors == []
+
+
+@pytest.mark.parametrize("variants", [(ORIGINAL,), MUTANTS])
+def test_a_slice_without_the_original_times_it_first_without_recording_it(variants) -> None:
+    world, job = World(), make_job(variants=variants, references=())
+    _, recorded, _ = supervise(world, job)
+    assert set(recorded) == every_pair(job)
+    assert world.jobs[0].time_original == (ORIGINAL not in variants)
