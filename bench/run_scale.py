@@ -1,0 +1,230 @@
+"""Benchmark (GPU): the run stage at scale, in resumable parts whose results gather in one state file.
+
+    full     every Pending mutant of the bundled dataset (a full `oracleaudit mutate` output) with the default
+             pool, into one store; `--stop-after S` ends a call early and the next call continues it (its wall
+             time adds up). Run the first call on a cold build cache.
+    memory   a worker's peak GPU memory with 10 and with 60 pool inputs of 4M elements each (the test
+             solution of tests/testdata/run_root)
+    real     problems at KernelBench's own sizes (bench/data/real_size: a 3-D convolution with a 244M-element
+             output, a fused 2-D convolution with a 134M-element input, a 2.5 GiB MLP) at --workers-per-gpu 8
+    report   bench/results/run_scale.json from the state: the full run's wall time, variants/min, phases,
+             GPU-busy fraction and holes (pairs of the plan without a row), the memory ratio, the real-size run
+
+Run from the repository root on the GPU machine, e.g.
+    PYTHONPATH=. python bench/run_scale.py full --mutants out/mutants_full --store out/full --state out/scale.json
+    PYTHONPATH=. python bench/run_scale.py report --state out/scale.json --out bench/results/run_scale.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+REAL = ROOT / "bench" / "data" / "real_size"
+RUN_ROOT = ROOT / "tests" / "testdata" / "run_root"
+
+
+def _state(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _save(path: Path, state: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(state, indent=1, sort_keys=True) + "\n")
+
+
+def _holes(mutants: Path, store: Path, pool: str) -> dict:
+    """Pairs the plan has that the store lacks a row for, and the inferred rows it holds."""
+    from oracleaudit import runner
+    from oracleaudit.mutant import read_mutants
+    from oracleaudit.store import EvidenceStore
+
+    opened = EvidenceStore(store).open()
+    jobs, errors, recorded = runner.plan_jobs(read_mutants(mutants), pool, runner.build_root(), opened.done_keys())
+    rows = opened.read(columns=["inferred", "mutant_id"])
+    return {"holes": sum(job.pairs for job in jobs), "pairs_recorded": recorded, "plan_errors": errors,
+            "rows": len(rows), "inferred_rows": int(rows["inferred"].fillna(False).astype(bool).sum())}
+
+
+def full(args) -> None:
+    from oracleaudit import runner
+
+    state = _state(args.state)
+    calls = state.setdefault("full", {"calls": []})["calls"]
+    result = runner.run(args.mutants, args.store, pool="default", workers_per_gpu=args.workers_per_gpu,
+                        stop_after_s=args.stop_after, show_progress=False)
+    summary = result.summary()
+    summary["cold_cache"] = not calls and args.cold
+    calls.append(summary)
+    state["full"].update(_holes(args.mutants, args.store, "default"))
+    state["gpu"] = _gpu()
+    _save(args.state, state)
+    print(json.dumps({k: summary[k] for k in ("variants_run", "pairs_run", "wall_s", "variants_per_min",
+                                              "gpu_busy_fraction", "phases", "stopped", "errors", "restarts")},
+                     indent=1))
+    print(f"holes left: {state['full']['holes']}, inferred rows: {state['full']['inferred_rows']}")
+
+
+def memory(args) -> None:
+    """The worker's peak GPU memory (max_memory_reserved) on 10 and on 60 inputs of the same problem."""
+    from oracleaudit import runner
+    from oracleaudit.mutant import Mutant, mutant_id, write_mutants
+    from oracleaudit.source import line_col, load_units
+
+    state = _state(args.state)
+    peaks = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        shutil.copytree(RUN_ROOT, work, dirs_exist_ok=True)
+        problem = work / "level1" / "1_ScaleShift.py"
+        problem.write_text(problem.read_text().replace("size = 4099", "size = 4_000_003"))
+        solution = "solutions/level1/1_ScaleShift.py"
+        unit = load_units(work / solution)[0]
+        text, replacement = "2.0f * x[i]", "2.5f * x[i]"
+        start = unit.file_text.index(text)
+        line, col = line_col(unit.file_text, start)
+        mutant = Mutant(id=mutant_id("level1/1_ScaleShift", solution, "bench.constant", start, start + len(text),
+                                     replacement),
+                        problem="level1/1_ScaleShift", problem_file="level1/1_ScaleShift.py", source=solution,
+                        source_sha256=unit.sha256, unit=0, rule="bench.constant", family="bench", start=start,
+                        end=start + len(text), start_line=line, start_col=col, end_line=line, end_col=col + len(text),
+                        original=text, replacement=replacement, scope="device", function=None)
+        write_mutants(work / "mutants", [mutant], {solution: unit.file_text})
+        import os
+
+        here = os.getcwd()
+        os.chdir(work)
+        try:
+            for count in (10, 60):
+                pool = work / f"pool{count}.toml"
+                pool.write_text(f'schema_version = 1\n[[entries]]\ndistribution = "normal"\nseeds = {list(range(count))}\n')
+                result = runner.run(Path("mutants"), Path(f"evidence{count}"), pool=str(pool), show_progress=False)
+                peaks[count] = result.peak_bytes.get("level1/1_ScaleShift")
+                print(f"{count} inputs: peak {peaks[count]} bytes, {result.pairs} pairs, errors {result.errors}")
+        finally:
+            os.chdir(here)
+    state["memory"] = {"problem": "tests/testdata/run_root level1/1_ScaleShift with size 4,000,003",
+                       "peak_bytes_10_inputs": peaks[10], "peak_bytes_60_inputs": peaks[60],
+                       "ratio_60_vs_10": round(peaks[60] / peaks[10], 4) if peaks[10] and peaks[60] else None}
+    state["gpu"] = _gpu()
+    _save(args.state, state)
+    print(json.dumps(state["memory"], indent=1))
+
+
+def real(args) -> None:
+    from oracleaudit import runner
+    from oracleaudit.store import EvidenceStore
+
+    state = _state(args.state)
+    import os
+
+    here = os.getcwd()
+    os.chdir(REAL)
+    try:
+        result = runner.run(Path("mutants"), args.store.resolve(), pool=str(REAL / "pool.toml"),
+                            workers_per_gpu=args.workers_per_gpu, job_size=args.job_size, show_progress=False)
+        holes = _holes(REAL / "mutants", args.store.resolve(), str(REAL / "pool.toml"))
+    finally:
+        os.chdir(here)
+    rows = EvidenceStore(args.store).open().read(columns=["problem", "mutant_id", "status", "inferred"])
+    summary = result.summary()
+    state["real_size"] = {
+        "problems": sorted(rows["problem"].unique().tolist()),
+        "variants": int(rows[rows.mutant_id != "reference"][["problem", "mutant_id"]].drop_duplicates().shape[0]),
+        "oom": int((rows.status == "OOM").sum()), "failed_jobs": len(result.errors), "errors": result.errors,
+        "wall_s": summary["wall_s"], "workers_per_gpu": args.workers_per_gpu, "job_size": args.job_size,
+        "observations_by_status": summary["observations_by_status"], "phases": summary["phases"],
+        "peak_gpu_bytes_by_problem": summary["peak_gpu_bytes_by_problem"], "exclusive_jobs": summary["exclusive_jobs"],
+        "holes": holes["holes"], "inferred_rows": holes["inferred_rows"]}
+    state["gpu"] = _gpu()
+    _save(args.state, state)
+    print(json.dumps(state["real_size"], indent=1))
+
+
+def report(args) -> None:
+    state = _state(args.state)
+    calls = state.get("full", {}).get("calls", [])
+    wall = sum(c["wall_s"] for c in calls)
+    variants = sum(c["variants_run"] for c in calls)
+    phases: dict[str, float] = {}
+    for call in calls:
+        for name, value in call["phases"].items():
+            phases[name] = round(phases.get(name, 0.0) + value, 1)
+    busy = [(c["gpu_busy_fraction"], c["execution_wall_s"]) for c in calls if c["gpu_busy_fraction"] is not None]
+    weight = sum(w for _, w in busy)
+    out = {
+        "gpu": state.get("gpu"),
+        "bundled_full_wall_s": round(wall, 1) if calls else None,
+        "bundled_full_calls": len(calls),
+        "bundled_full_complete": bool(calls) and not calls[-1]["stopped"] and state["full"]["holes"] == 0,
+        "cold_build_cache": bool(calls) and calls[0].get("cold_cache", False),
+        "variants": variants,
+        "pairs": sum(c["pairs_run"] for c in calls),
+        "variants_per_min": round(variants / (wall / 60), 1) if wall else None,
+        "phases": phases,
+        "gpu_busy_fraction": round(sum(b * w for b, w in busy) / weight, 3) if weight else None,
+        "holes": state.get("full", {}).get("holes"),
+        "inferred_rows": state.get("full", {}).get("inferred_rows"),
+        "restarts": sum(c["restarts"] for c in calls),
+        "errors": [e for c in calls for e in c["errors"]],
+        "peak_gpu_mem_ratio_60_vs_10_inputs": state.get("memory", {}).get("ratio_60_vs_10"),
+        "memory": state.get("memory"),
+        "real_size": state.get("real_size"),
+        "calls": calls,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+    print(json.dumps({k: out[k] for k in ("bundled_full_wall_s", "variants", "variants_per_min", "gpu_busy_fraction",
+                                          "holes", "peak_gpu_mem_ratio_60_vs_10_inputs")}, indent=1))
+
+
+def _gpu() -> str:
+    import torch
+
+    return torch.cuda.get_device_name(0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="part", required=True)
+    p = sub.add_parser("full")
+    p.add_argument("--mutants", type=Path, required=True)
+    p.add_argument("--store", type=Path, required=True)
+    p.add_argument("--state", type=Path, required=True)
+    p.add_argument("--stop-after", type=float)
+    p.add_argument("--workers-per-gpu", type=int, default=8)
+    p.add_argument("--cold", action="store_true", help="record that this first call starts on an empty build cache")
+    p.set_defaults(run=full)
+    p = sub.add_parser("memory")
+    p.add_argument("--state", type=Path, required=True)
+    p.set_defaults(run=memory)
+    p = sub.add_parser("real")
+    p.add_argument("--store", type=Path, required=True)
+    p.add_argument("--state", type=Path, required=True)
+    p.add_argument("--workers-per-gpu", type=int, default=8)
+    p.add_argument("--job-size", type=int, default=2)
+    p.set_defaults(run=real)
+    p = sub.add_parser("report")
+    p.add_argument("--state", type=Path, required=True)
+    p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "run_scale.json")
+    p.set_defaults(run=report)
+    args = parser.parse_args()
+    started = time.perf_counter()
+    args.run(args)
+    print(f"run_scale.py {args.part}: {time.perf_counter() - started:.1f} s")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception as err:  # one line for a bad argument or file; the traceback is above for the rest
+        import traceback
+
+        traceback.print_exc()
+        sys.exit(f"run_scale.py: error: {type(err).__name__}: {err}")
