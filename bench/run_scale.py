@@ -66,8 +66,8 @@ def full(args) -> None:
     state["gpu"] = _gpu()
     _save(args.state, state)
     print(json.dumps({k: summary[k] for k in ("variants_run", "pairs_run", "wall_s", "variants_per_min",
-                                              "gpu_busy_fraction", "phases", "stopped", "errors", "restarts")},
-                     indent=1))
+                                              "gpu_busy_fraction", "phases", "stopped", "errors", "restarts", "hangs",
+                                              "crashes")}, indent=1))
     print(f"holes left: {state['full']['holes']}, inferred rows: {state['full']['inferred_rows']}")
 
 
@@ -124,15 +124,16 @@ def real(args) -> None:
     state = _state(args.state)
     import os
 
+    store = args.store.resolve()  # before changing folder: the mutants name their files relative to REAL
     here = os.getcwd()
     os.chdir(REAL)
     try:
-        result = runner.run(Path("mutants"), args.store.resolve(), pool=str(REAL / "pool.toml"),
-                            workers_per_gpu=args.workers_per_gpu, job_size=args.job_size, show_progress=False)
-        holes = _holes(REAL / "mutants", args.store.resolve(), str(REAL / "pool.toml"))
+        result = runner.run(Path("mutants"), store, pool=str(REAL / "pool.toml"), workers_per_gpu=args.workers_per_gpu,
+                            job_size=args.job_size, show_progress=False)
+        holes = _holes(REAL / "mutants", store, str(REAL / "pool.toml"))
     finally:
         os.chdir(here)
-    rows = EvidenceStore(args.store).open().read(columns=["problem", "mutant_id", "status", "inferred"])
+    rows = EvidenceStore(store).open().read(columns=["problem", "mutant_id", "status", "inferred"])
     summary = result.summary()
     state["real_size"] = {
         "problems": sorted(rows["problem"].unique().tolist()),
@@ -141,6 +142,7 @@ def real(args) -> None:
         "wall_s": summary["wall_s"], "workers_per_gpu": args.workers_per_gpu, "job_size": args.job_size,
         "observations_by_status": summary["observations_by_status"], "phases": summary["phases"],
         "peak_gpu_bytes_by_problem": summary["peak_gpu_bytes_by_problem"], "exclusive_jobs": summary["exclusive_jobs"],
+        "restarts": summary["restarts"], "hangs": summary["hangs"], "crashes": summary["crashes"],
         "holes": holes["holes"], "inferred_rows": holes["inferred_rows"]}
     state["gpu"] = _gpu()
     _save(args.state, state)
@@ -158,21 +160,29 @@ def report(args) -> None:
             phases[name] = round(phases.get(name, 0.0) + value, 1)
     busy = [(c["gpu_busy_fraction"], c["execution_wall_s"]) for c in calls if c["gpu_busy_fraction"] is not None]
     weight = sum(w for _, w in busy)
+    complete = bool(calls) and not calls[-1]["stopped"] and state["full"]["holes"] == 0
+    full = state.get("full", {})
     out = {
         "gpu": state.get("gpu"),
-        "bundled_full_wall_s": round(wall, 1) if calls else None,
-        "bundled_full_calls": len(calls),
-        "bundled_full_complete": bool(calls) and not calls[-1]["stopped"] and state["full"]["holes"] == 0,
-        "cold_build_cache": bool(calls) and calls[0].get("cold_cache", False),
-        "variants": variants,
-        "pairs": sum(c["pairs_run"] for c in calls),
-        "variants_per_min": round(variants / (wall / 60), 1) if wall else None,
-        "phases": phases,
-        "gpu_busy_fraction": round(sum(b * w for b, w in busy) / weight, 3) if weight else None,
-        "holes": state.get("full", {}).get("holes"),
-        "inferred_rows": state.get("full", {}).get("inferred_rows"),
-        "restarts": sum(c["restarts"] for c in calls),
-        "errors": [e for c in calls for e in c["errors"]],
+        # The whole bundled dataset's figures exist only once it has run to the end; until then the calls made
+        # so far are reported as a partial run (`partial`), with the pairs it has not reached.
+        "bundled_full_wall_s": round(wall, 1) if complete else None,
+        "bundled_full_complete": complete,
+        "holes": full.get("holes") if complete else None,
+        "variants": variants if complete else None,
+        "variants_per_min": round(variants / (wall / 60), 1) if complete and wall else None,
+        "phases": phases if complete else None,
+        "gpu_busy_fraction": round(sum(b * w for b, w in busy) / weight, 3) if complete and weight else None,
+        "partial": None if complete or not calls else {
+            "wall_s": round(wall, 1), "calls": len(calls), "cold_build_cache": calls[0].get("cold_cache", False),
+            "variants": variants, "pairs": sum(c["pairs_run"] for c in calls),
+            "variants_per_min": round(variants / (wall / 60), 1) if wall else None, "phases": phases,
+            "gpu_busy_fraction": round(sum(b * w for b, w in busy) / weight, 3) if weight else None,
+            "pairs_not_yet_run": full.get("holes"), "inferred_rows": full.get("inferred_rows"),
+            "restarts": sum(c["restarts"] for c in calls),
+            "hangs": sum(c["hangs"] for c in calls) if all("hangs" in c for c in calls) else None,
+            "crashes": sum(c["crashes"] for c in calls) if all("crashes" in c for c in calls) else None,
+            "errors": [e for c in calls for e in c["errors"]]},
         "peak_gpu_mem_ratio_60_vs_10_inputs": state.get("memory", {}).get("ratio_60_vs_10"),
         "memory": state.get("memory"),
         "real_size": state.get("real_size"),
@@ -181,7 +191,7 @@ def report(args) -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
     print(json.dumps({k: out[k] for k in ("bundled_full_wall_s", "variants", "variants_per_min", "gpu_busy_fraction",
-                                          "holes", "peak_gpu_mem_ratio_60_vs_10_inputs")}, indent=1))
+                                          "holes", "partial", "peak_gpu_mem_ratio_60_vs_10_inputs")}, indent=1))
 
 
 def _gpu() -> str:

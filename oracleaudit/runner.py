@@ -13,8 +13,9 @@ starts, its supervisor takes a memory lease on its GPU (admission.py), so a GPU 
 fit in its memory. Slices whose pairs ran out of memory while sharing the GPU come back as exclusive jobs,
 run last, each with the GPU to itself.
 
-Recording: rows are buffered and committed to the store every `FLUSH_S` seconds (and at the end, or on
-Ctrl-C), one part per commit; a crash loses at most the uncommitted rows, which the next run observes again.
+Recording: rows are buffered and committed to the store every `FLUSH_S` seconds by a thread of the
+`Recorder` (and at the end, or on Ctrl-C), one part per commit; a crash loses at most the last seconds'
+rows, which the next run observes again.
 
 Backends: `local` as above; `dask` submits each job to a Dask distributed cluster as a task needing one
 `GPU` resource, and the client appends what comes back.
@@ -40,7 +41,7 @@ from oracleaudit.worker import usable_cpus
 
 JOB_SIZE = 48  # variants per slice; every slice loads the extension and runs the original once
 FLUSH_S = 2.0  # seconds between commits of buffered rows
-PHASES = ("build_load", "load", "references", "execution", "evidence")
+PHASES = ("startup", "build_load", "load", "references", "execution", "evidence", "hung")
 
 
 @dataclass
@@ -57,6 +58,8 @@ class RunResult:
     seconds: Counter = field(default_factory=Counter)  # worker seconds by phase
     idle_s: float = 0.0  # slot seconds spent waiting for a built job or for GPU memory
     restarts: int = 0
+    hangs: int = 0
+    crashes: int = 0
     exclusive_jobs: int = 0
     peak_bytes: dict[str, int] = field(default_factory=dict)  # per problem: the largest worker peak reported
     gpu_busy_fraction: float | None = None
@@ -72,7 +75,8 @@ class RunResult:
                 "phases": {"build_cpu_s": round(self.build_s, 1), "build_wall_s": round(self.build_wall_s, 1),
                            **{f"{name}_s": round(self.seconds.get(name, 0.0), 1) for name in PHASES},
                            "idle_s": round(self.idle_s, 1)},
-                "restarts": self.restarts, "exclusive_jobs": self.exclusive_jobs,
+                "restarts": self.restarts, "hangs": self.hangs, "crashes": self.crashes,
+                "exclusive_jobs": self.exclusive_jobs,
                 "peak_gpu_bytes_by_problem": dict(sorted(self.peak_bytes.items())),
                 "gpu_busy_fraction": None if self.gpu_busy_fraction is None else round(self.gpu_busy_fraction, 3),
                 "execution_wall_s": round(self.execution_wall_s, 1), "wall_s": round(self.wall_s, 1),
@@ -176,19 +180,35 @@ def _sha256(mutants_dir: Path) -> str:
 
 
 class Recorder:
-    """Buffers rows and commits them to the store every `FLUSH_S` seconds (thread-safe); counts them."""
+    """Buffers rows and commits them to the store every `interval` seconds from a thread of its own, so that
+    rows are committed within seconds of arriving even while every worker sits in a long pair (thread-safe);
+    counts them. A context manager: leaving it commits what is left; a commit that failed in the thread is
+    raised there (or by the next call)."""
 
-    def __init__(self, store, result: RunResult, advance: Callable[[int], None]):
+    def __init__(self, store, result: RunResult, advance: Callable[[int], None], interval: float = FLUSH_S):
         self.store = store
         self.result = result
         self.advance = advance
+        self.interval = interval
         self.lock = threading.Lock()
         self.buffer: list[dict] = []
-        self.flushed = time.monotonic()
         self.variants: set[tuple[str, str]] = set()
+        self.failure: BaseException | None = None
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._commit_periodically, daemon=True)
+
+    def __enter__(self) -> "Recorder":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        self.thread.join()
+        self.flush()
 
     def __call__(self, variant: str, rows: list[dict]) -> None:
         with self.lock:
+            self._raise()
             self.buffer.extend(rows)
             for row in rows:
                 self.result.by_status[row["status"]] += 1
@@ -198,18 +218,27 @@ class Recorder:
                 self.variants.add((rows[0]["problem"], variant))
                 self.result.variants = len(self.variants)
                 self.advance(1)
-            if time.monotonic() - self.flushed >= FLUSH_S:
-                self._flush()
 
     def flush(self) -> None:
         with self.lock:
-            self._flush()
+            self._raise()
+            if self.buffer:
+                self.store.append(self.buffer)
+                self.buffer = []
 
-    def _flush(self) -> None:
-        if self.buffer:
-            self.store.append(self.buffer)
-            self.buffer = []
-        self.flushed = time.monotonic()
+    def _raise(self) -> None:
+        if self.failure is not None:
+            failure, self.failure = self.failure, None
+            raise failure
+
+    def _commit_periodically(self) -> None:
+        while not self.done.wait(self.interval):
+            try:
+                self.flush()
+            except BaseException as err:  # kept for the recording thread, which stops the run
+                with self.lock:
+                    self.failure = err
+                return
 
 
 def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = None, backend: str = "local",
@@ -260,16 +289,13 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
     if jobs:
         with progress_bar("observing (variant, input) pairs", total=sum(job.pairs for job in jobs),
                           enabled=show_progress) as advance:
-            recorder = Recorder(store, result, advance)
             supervise = dict(timeout_factor=timeout_factor, timeout_floor_s=timeout_floor_s, max_crashes=max_crashes)
-            try:
+            with Recorder(store, result, advance) as recorder:
                 if backend == "local":
                     Scheduler(jobs, _require_gpus(gpus), workers_per_gpu, job_size, recorder, result,
                               supervise).run(stop_after_s)
                 else:
                     _run_dask(jobs, scheduler, recorder, result, supervise)
-            finally:
-                recorder.flush()
     result.wall_s = time.perf_counter() - started
     return result
 
@@ -536,6 +562,8 @@ class Scheduler:
                 with self.lock:
                     self.result.errors += outcome.errors
                     self.result.seconds.update(outcome.seconds)
+                    self.result.hangs += outcome.hangs
+                    self.result.crashes += outcome.crashes
                     self.result.exclusive_jobs += job.exclusive
                     if outcome.peak_bytes:
                         self.result.peak_bytes[job.problem] = max(self.result.peak_bytes.get(job.problem, 0),

@@ -84,8 +84,10 @@ class SliceResult:
     errors: list[str] = field(default_factory=list)
     alone: Job | None = None  # pairs to run again with the GPU to itself
     pairs: int = 0  # pairs recorded (observed or inferred)
-    seconds: Counter = field(default_factory=Counter)  # worker seconds by phase
+    seconds: Counter = field(default_factory=Counter)  # seconds by phase: the worker's, startup, hung
     peak_bytes: int = 0
+    hangs: int = 0  # pairs that missed their deadline
+    crashes: int = 0  # pairs whose worker died (a sticky CUDA error or otherwise)
 
 
 def failure_row(job: Job, variant: str, key: str, status: str, error_class: str, message: str,
@@ -222,7 +224,8 @@ class Supervisor:
         """Handle one worker's messages until the job ends ("done"; "failed"; "retry": failed, but worth one
         more try in a fresh worker) or the worker has to be replaced ("restart")."""
         job = state.job
-        deadline = time.monotonic() + BUILD_TIMEOUT_S
+        sent = time.monotonic()
+        deadline = sent + BUILD_TIMEOUT_S
         state.current = None
         while True:
             if self.stop.is_set():
@@ -243,6 +246,7 @@ class Supervisor:
                     self.on_ready(message.total_bytes)
             elif isinstance(message, Built):
                 result.seconds["build_load"] += message.seconds
+                result.seconds["startup"] += max(0.0, now - sent - message.seconds)  # process, torch, CUDA
                 deadline = now + ORIGINAL_TIMEOUT_S
             elif isinstance(message, Started):
                 state.current, state.started = (message.variant, message.input), now
@@ -258,6 +262,7 @@ class Supervisor:
                     on_memory(message.peak_bytes)
             elif isinstance(message, Fatal):
                 state.crashes[message.variant] += 1
+                result.crashes += 1
                 self._cap_crashes(state, result, message.variant, message.input)
                 self._discard()
                 return "restart"
@@ -317,6 +322,8 @@ class Supervisor:
             state.error = f"{job.solution}: the worker gave no sign of progress outside any variant; killed"
             return "failed"
         variant, key = current
+        result.hangs += 1
+        result.seconds["hung"] += time.monotonic() - state.started
         waited = f"no result within {self._limit(state, variant, key):.0f} s"
         if not state.owed(variant, key):
             if variant == ORIGINAL:
@@ -340,6 +347,7 @@ class Supervisor:
             state.error = f"{job.solution}: the worker died (exit code {exitcode}) outside any variant"
             return "retry"
         variant, key = current
+        result.crashes += 1
         if not state.owed(variant, key):
             if variant == ORIGINAL:
                 state.error = f"{job.solution}: the worker died running the original on {key}"

@@ -205,3 +205,50 @@ def test_the_work_queue_hands_out_exclusive_retries_after_the_slices_and_ends_wh
     work.finished(second, None)
     work.finished(retry, None)
     assert work.take(stop) is None
+
+
+class ListStore:
+    """Stands in for an EvidenceStore: records each committed batch."""
+
+    def __init__(self, fail: bool = False):
+        self.parts: list[list[dict]] = []
+        self.fail = fail
+
+    def append(self, rows: list[dict]) -> None:
+        if self.fail:
+            raise OracleAuditError("disk full")
+        self.parts.append(list(rows))
+
+
+def pair_row(variant: str, key: str, status: str = "Ok", **extra) -> dict:
+    return {"problem": "level1/1_X", "mutant_id": variant, "input_id": key, "status": status, **extra}
+
+
+def test_the_recorder_commits_rows_within_its_interval_even_when_no_more_rows_come() -> None:
+    """A worker in a 30 s hang sends nothing: what arrived before it must reach the store anyway."""
+    import time
+
+    store, advanced = ListStore(), []
+    result = runner.RunResult()
+    with runner.Recorder(store, result, advanced.append, interval=0.05) as record:
+        record("reference", [pair_row("reference", "a")])
+        record("original", [pair_row("original", "a")])
+        deadline = time.monotonic() + 5
+        while not store.parts and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert sum(len(p) for p in store.parts) == 2
+        record("m1", [pair_row("m1", "a", "Timeout", inferred=True)])
+    assert sum(len(p) for p in store.parts) == 3  # leaving commits the rest
+    assert (result.pairs, result.variants, result.inferred, advanced) == (2, 2, 1, [1, 1])
+    assert dict(result.by_status) == {"Ok": 2, "Timeout": 1}
+
+
+def test_a_commit_that_fails_in_the_recorder_s_thread_stops_the_next_call() -> None:
+    import time
+
+    record = runner.Recorder(ListStore(fail=True), runner.RunResult(), lambda n: None, interval=0.02)
+    with pytest.raises(OracleAuditError, match="disk full"):
+        with record:
+            record("original", [pair_row("original", "a")])
+            time.sleep(0.2)
+            record("m1", [pair_row("m1", "a")])

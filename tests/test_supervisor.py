@@ -173,7 +173,7 @@ def test_a_crash_on_one_input_is_recorded_and_the_variant_goes_on_in_a_fresh_wor
     assert set(recorded) == every_pair(job) and result.errors == []
     assert status(recorded, "m2", INPUTS[1]) == ("RuntimeError", False)
     assert status(recorded, "m2", INPUTS[2]) == ("Ok", False)  # observed after the crash, not a hole
-    assert supervisor.restarts == 1
+    assert supervisor.restarts == 1 and result.crashes == 1 and result.hangs == 0
     resumed = world.jobs[1]
     assert ("m2", (INPUTS[2],)) in resumed.work and ORIGINAL not in resumed.variants()
     assert resumed.time_original is False  # the original's times are already known
@@ -206,7 +206,7 @@ def test_a_hang_is_a_timeout_there_and_inferred_on_the_variant_s_other_inputs() 
     assert status(recorded, "m3", INPUTS[0]) == ("Timeout", False)
     assert [status(recorded, "m3", k) for k in INPUTS[1:]] == [("Timeout", True)] * 2
     assert "hung on a/s=0/official" in recorded[("m3", INPUTS[1])][0]["error_message"]
-    assert supervisor.restarts == 1
+    assert supervisor.restarts == 1 and result.hangs == 1 and result.seconds["hung"] >= 0.3
     # the deadline scales with the original's time on that input (here: the 0.3 s floor and ~0)
     assert "within 0 s" in recorded[("m3", INPUTS[0])][0]["error_message"]
 
