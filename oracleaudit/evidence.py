@@ -77,8 +77,10 @@ __all__ = [
     "MAX_HULL_POINTS",
     "ErrorEvidence",
     "arrow_fields",
+    "fetch",
     "grid_key",
     "measure",
+    "measure_many",
 ]
 
 DEFAULT_GRID: tuple[float, ...] = tuple(float(f"{m}e{e}") for e in range(-7, -1) for m in (1, 2, 5)) + (0.1,)
@@ -337,11 +339,72 @@ def measure(out: torch.Tensor, ref: torch.Tensor, *, expected_dtype: torch.dtype
     (the fp64 reference; pass the fp32 reference's dtype to check the output's dtype there too). `engine`:
     "torch" (default), "auto" (the fused kernels where they apply and are built, else torch) or "fused"
     (an error where they cannot be used)."""
+    (evidence,), _ = measure_many([(out, ref, expected_dtype)], tolerance_grid=tolerance_grid, engine=engine)
+    return evidence
+
+
+def measure_many(items: Sequence[tuple], *, tolerance_grid: Sequence[float] = DEFAULT_GRID, engine: str = "torch",
+                 extra: Sequence[torch.Tensor] = ()) -> tuple[list[ErrorEvidence], list[np.ndarray]]:
+    """`measure` of each item — (out, ref) or (out, ref, expected_dtype) — and the `extra` tensors (of the
+    items' device) brought to the host: the fused kernels' results of every item and the extra tensors come
+    back in ONE transfer, one synchronisation where `measure` one by one would make one per item. Items the
+    fused kernels do not take are measured afterwards, one by one. Returns the evidences in item order and
+    the extra tensors as numpy arrays."""
     if engine not in ENGINES:
         raise OracleAuditError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     grid = tuple(float(t) for t in tolerance_grid)
     if not grid or any(not (t > 0 and math.isfinite(t)) for t in grid) or len(set(grid)) != len(grid):
         raise OracleAuditError(f"tolerance_grid must be distinct finite values > 0, got {list(tolerance_grid)}")
+    results: list[ErrorEvidence | None] = [None] * len(items)
+    launched, later = [], []
+    for index, (out, ref, *rest) in enumerate(items):
+        header, a, b = _prepared(out, ref, rest[0] if rest else None, grid)
+        if a is None:
+            results[index] = ErrorEvidence(**header)
+            continue
+        kernels = _kernels(a, grid, engine)
+        if kernels is None:
+            later.append((index, a, b, header))
+        else:
+            launched.append((index, kernels.launch(a, b, grid), a, b, header))
+    host = fetch([run.head_view() for _, run, *_ in launched] + list(extra))
+    for (index, run, a, b, header), values in zip(launched, host):
+        results[index] = _measure_fused(run.finish(values), a, b, header, grid)
+    for index, a, b, header in later:
+        with torch.no_grad():
+            results[index] = _measure(a, b, header, grid)
+    return results, host[len(launched):]
+
+
+_NUMPY = {torch.float64: np.float64, torch.float32: np.float32, torch.float16: np.float16, torch.int64: np.int64,
+          torch.int32: np.int32, torch.int16: np.int16, torch.uint8: np.uint8, torch.int8: np.int8,
+          torch.bool: np.bool_}
+
+
+def fetch(tensors: Sequence[torch.Tensor]) -> list[np.ndarray]:
+    """Tensors on the host in one transfer (their bytes concatenated on the first one's device, each padded to
+    8 bytes), as flat numpy arrays of their dtypes."""
+    chunks, spans, offset = [], [], 0
+    for t in tensors:
+        if t.dtype not in _NUMPY:
+            raise OracleAuditError(f"fetch: no numpy dtype for {t.dtype}")
+        flat = t.detach().contiguous().reshape(-1).view(torch.uint8).to(tensors[0].device)
+        pad = (-flat.numel()) % 8
+        chunks.append(flat)
+        if pad:
+            chunks.append(torch.zeros(pad, dtype=torch.uint8, device=flat.device))
+        spans.append((offset, flat.numel(), t.dtype))
+        offset += flat.numel() + pad
+    if not chunks:
+        return []
+    host = torch.cat(chunks).cpu().numpy()
+    return [host[start:start + size].view(_NUMPY[dtype]) for start, size, dtype in spans]
+
+
+def _prepared(out: torch.Tensor, ref: torch.Tensor, expected_dtype: torch.dtype | None,
+              grid: tuple[float, ...]) -> tuple[dict[str, Any], torch.Tensor | None, torch.Tensor | None]:
+    """The evidence header, and the two operands flattened in the comparison dtype on out's device (None
+    when shape or dtype do not match: the header is then the whole evidence)."""
     expected = ref.dtype if expected_dtype is None else expected_dtype
     if expected_dtype is None and ref.dtype == torch.float64 and out.dtype.is_floating_point:
         expected = out.dtype
@@ -355,25 +418,27 @@ def measure(out: torch.Tensor, ref: torch.Tensor, *, expected_dtype: torch.dtype
         tolerance_grid=grid,
     )
     if not (header["shape_match"] and header["dtype_match"]):
-        return ErrorEvidence(**header)
+        return header, None, None
     common = torch.promote_types(out.dtype, ref.dtype)
     if common.is_complex:
         raise OracleAuditError(f"complex outputs are not supported (out {out.dtype}, ref {ref.dtype})")
     with torch.no_grad():
-        a = out.detach().to(dtype=common)
-        b = ref.detach().to(device=a.device, dtype=common)
-        a = a.reshape(-1).contiguous()
-        b = b.reshape(-1).contiguous()
-        if engine != "torch":
-            from oracleaudit import evidence_kernels
+        a = out.detach().to(dtype=common).reshape(-1).contiguous()
+        b = ref.detach().to(device=a.device, dtype=common).reshape(-1).contiguous()
+    return header, a, b
 
-            kernels = evidence_kernels.library() if evidence_kernels.supports(a, grid) else None
-            if kernels is not None:
-                return _measure_fused(kernels, a, b, header, grid)
-            if engine == "fused":
-                raise OracleAuditError(f"the fused evidence kernels do not apply to a {a.dtype} tensor on "
-                                       f"{a.device} with a grid of {len(grid)} values, or are not built")
-        return _measure(a, b, header, grid)
+
+def _kernels(a: torch.Tensor, grid: tuple[float, ...], engine: str):
+    """The fused kernels' library for this comparison under `engine`, or None for the torch version."""
+    if engine == "torch":
+        return None
+    from oracleaudit import evidence_kernels
+
+    kernels = evidence_kernels.library() if evidence_kernels.supports(a, grid) else None
+    if kernels is None and engine == "fused":
+        raise OracleAuditError(f"the fused evidence kernels do not apply to a {a.dtype} tensor on {a.device} "
+                               f"with a grid of {len(grid)} values, or are not built")
+    return kernels
 
 
 def _evidence(header: dict[str, Any], dtype: torch.dtype, n: int, values: list[float], grid: tuple[float, ...],
@@ -391,16 +456,17 @@ def _evidence(header: dict[str, Any], dtype: torch.dtype, n: int, values: list[f
         all_zero_out=bool(values[-1]), **_statistics_values(values[8 + len(grid):-1], n_finite))
 
 
-def _measure_fused(kernels, a: torch.Tensor, b: torch.Tensor, header: dict[str, Any],
+def _measure_fused(raw, a: torch.Tensor, b: torch.Tensor, header: dict[str, Any],
                    grid: tuple[float, ...]) -> ErrorEvidence:
-    raw = kernels.run(a, b, grid)
+    """The evidence from the fused kernels' results (`evidence_kernels.Raw`) of comparing a and b."""
     if raw.candidates is not None:
         hull = _front_hull(*raw.candidates, a.dtype)
     else:  # more candidates than the kernels keep: the torch version's filter on the device
-        d = (a - b).abs()
-        rest = torch.isfinite(a) & torch.isfinite(b) & (a != b) & torch.isfinite(d) & (d > 0)
-        rd = torch.stack([b.abs(), d]).to(torch.float64)[:, rest]
-        hull = _hull(rd[0], rd[1], a.dtype)
+        with torch.no_grad():
+            d = (a - b).abs()
+            rest = torch.isfinite(a) & torch.isfinite(b) & (a != b) & torch.isfinite(d) & (d > 0)
+            rd = torch.stack([b.abs(), d]).to(torch.float64)[:, rest]
+            hull = _hull(rd[0], rd[1], a.dtype)
     values = [*raw.counts, *raw.within, *raw.stats, float(raw.all_zero_out)]
     return _evidence(header, a.dtype, a.numel(), values, grid, hull)
 

@@ -82,6 +82,12 @@ class Library:
 
     def run(self, a: torch.Tensor, b: torch.Tensor, grid: tuple[float, ...]) -> Raw:
         """The kernels on contiguous 1-D float32/float64 CUDA tensors of one dtype and length n > 0."""
+        launched = self.launch(a, b, grid)
+        return launched.finish(launched.head_view().cpu().numpy())  # the one synchronisation
+
+    def launch(self, a: torch.Tensor, b: torch.Tensor, grid: tuple[float, ...]) -> "Launched":
+        """Queue the kernels on the current stream; the caller brings `head_view()` to the host (with other
+        tensors, in one transfer if it likes) and calls `finish` with it."""
         n = a.numel()
         order = sorted(range(len(grid)), key=grid.__getitem__)  # the kernel wants the grid ascending
         ascending = (ctypes.c_double * len(grid))(*(grid[i] for i in order))
@@ -95,24 +101,44 @@ class Library:
                         result.data_ptr(), capacity, stream)
         if code:
             raise RuntimeError(f"CUDA error: {self.lib.oa_error_string(code).decode()} (evidence kernels)")
-        first = min(capacity, FIRST_PAIRS)
-        values = result[:head + 2 * first].cpu().numpy()  # the one synchronisation
+        return Launched(result, work, n, order, head, capacity, min(capacity, FIRST_PAIRS))
+
+
+@dataclass(frozen=True)
+class Launched:
+    """The kernels of one comparison, queued: `result` fills as they run."""
+
+    result: torch.Tensor
+    work: torch.Tensor  # kept alive until the kernels have run
+    n: int
+    order: list[int]
+    head: int
+    capacity: int
+    first: int
+
+    def head_view(self) -> torch.Tensor:
+        """What comes back in the one transfer: the counts, histogram, statistics and the first candidates."""
+        return self.result[:self.head + 2 * self.first]
+
+    def finish(self, values: np.ndarray) -> Raw:
+        """The results, from `head_view()` on the host."""
+        grid_size = len(self.order)
         counts = [int(v) for v in values[:N_COUNTS]]
-        histogram = values[N_COUNTS:N_COUNTS + len(grid)].astype(np.int64)  # the last bin: no grid value passes
-        survivors = int(values[N_COUNTS + len(grid) + 1])
-        stats = values[N_COUNTS + len(grid) + 2:head].tolist()
-        n_equal = n - counts[0]
-        within = [0] * len(grid)
+        histogram = values[N_COUNTS:N_COUNTS + grid_size].astype(np.int64)  # the last bin: no grid value passes
+        survivors = int(values[N_COUNTS + grid_size + 1])
+        stats = values[N_COUNTS + grid_size + 2:self.head].tolist()
+        n_equal = self.n - counts[0]
+        within = [0] * grid_size
         for rank, passing in enumerate(np.cumsum(histogram).tolist()):
-            within[order[rank]] = n_equal + int(passing)
+            within[self.order[rank]] = n_equal + int(passing)
         candidates = None
-        if survivors <= capacity:
-            if survivors <= first:  # few: finished on the CPU, where they already are
-                pairs = torch.from_numpy(values[head:head + 2 * survivors].reshape(-1, 2))
+        if survivors <= self.capacity:
+            if survivors <= self.first:  # few: finished on the CPU, where they already are
+                pairs = torch.from_numpy(np.array(values[self.head:self.head + 2 * survivors]).reshape(-1, 2))
             else:  # many (an error growing with |ref|): finished on the GPU, with no second transfer
-                pairs = result[head:head + 2 * survivors].view(-1, 2)
+                pairs = self.result[self.head:self.head + 2 * survivors].view(-1, 2)
             candidates = (pairs[:, 0].contiguous(), pairs[:, 1].contiguous())
-        all_zero = counts[8] == n and counts[9] > 0
+        all_zero = counts[8] == self.n and counts[9] > 0
         return Raw(counts[:8], within, stats, all_zero, candidates)
 
 

@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import numpy as np
+
 from oracleaudit.protocol import (ORIGINAL, REFERENCE, WEIGHT_SEED, Built, Done, Failed, Fatal, Job, Memory, Ready,
                                   Rows, Started)
 
@@ -124,8 +126,9 @@ def _bits(t):
 
 
 def checksums(items: list) -> Any:
-    """One int64 per tensor (the wrapping sum of its 32-bit words, or bytes), as one CPU tensor: cheap to
-    compute for any size (no widened copy) and changed by any stray write that changes a value."""
+    """One int64 per non-empty tensor (the wrapping sum of its 32-bit words, or bytes), as one tensor on the
+    tensors' device (the CPU for none): cheap for any size (no widened copy), changed by any stray write
+    that changes a value, and equal on every device (integer sums do not depend on their order)."""
     import torch
 
     sums = []
@@ -135,7 +138,7 @@ def checksums(items: list) -> Any:
         b = _bits(t.detach())
         words = b.view(torch.int32) if b.numel() % 4 == 0 else b
         sums.append(words.sum(dtype=torch.int64))
-    return torch.stack(sums).cpu() if sums else torch.zeros(0, dtype=torch.int64)
+    return torch.stack(sums) if sums else torch.zeros(0, dtype=torch.int64)
 
 
 class PhaseClock:
@@ -161,6 +164,7 @@ class HostEntry:
     inputs: list
     ref32: list
     ref64: list
+    sums: Any = None  # checksums of inputs and references (numpy), what the GPU copies must keep
 
     @property
     def bytes(self) -> int:
@@ -172,7 +176,7 @@ class HostEntry:
 @dataclass
 class GpuEntry:
     """The entry on the GPU: a pristine copy of the inputs (each pair runs on a clone of it) and the
-    references, with their checksums."""
+    references, with the checksums they must keep (computed on the host: no synchronisation)."""
 
     entry: Any
     inputs: list
@@ -402,17 +406,18 @@ class JobRun:
         self.init = entry_init(self.module, self.device)
         torch.manual_seed(WEIGHT_SEED)
         self.ref_model = self.module.Model(*self.init).to(self.device).eval()
+        self.model_sums = checksums([*tensors(self.init), *self.ref_model.parameters()]).cpu().numpy()
 
     def _record_reference(self, gpu: "GpuEntry") -> None:
         """Send the fp32 reference's rows on this input: its evidence against the fp64 reference."""
-        from oracleaudit.evidence import measure
+        from oracleaudit.evidence import measure_many
 
         job = self.job
         self.pending_references.discard(gpu.key)
         with self.clock("evidence"):
+            evidence, _ = measure_many(list(zip(gpu.ref32, gpu.ref64)), engine=job.evidence_engine)
             rows = tuple(row(REFERENCE, job.problem, job.entry(gpu.key), index, "Ok", None, None, None, None,
-                             self.mode, None, measure(r32, r64, engine=job.evidence_engine))
-                         for index, (r32, r64) in enumerate(zip(gpu.ref32, gpu.ref64)))
+                             self.mode, None, ev) for index, ev in enumerate(evidence))
         self.send(Rows(REFERENCE, gpu.key, rows))
 
     # ---- inputs and references -------------------------------------------------------------------------
@@ -436,6 +441,7 @@ class JobRun:
                         cached = self._compute_references(inputs)
                         self.cache.save(key, *cached)
             host = HostEntry(entry, inputs, *cached)
+            host.sums = checksums([*tensors(host.inputs), *host.ref32, *host.ref64]).numpy()
             self.host[entry.key] = host
             while len(self.host) > 1 and sum(h.bytes for h in self.host.values()) > HOST_BUDGET_BYTES:
                 self.host.popitem(last=False)
@@ -462,25 +468,28 @@ class JobRun:
         host = self._host_entry(entry)
         with self.clock("references"):
             gpu = GpuEntry(entry, map_tensors(host.inputs, lambda t: t.to(self.device)),
-                           [t.to(self.device) for t in host.ref32], [t.to(self.device) for t in host.ref64])
-            gpu.sums = self._sums(gpu)
+                           [t.to(self.device) for t in host.ref32], [t.to(self.device) for t in host.ref64],
+                           np.concatenate([host.sums, self.model_sums]))
         self.gpu = gpu
         if entry.key in self.pending_references:
             self._record_reference(gpu)
         return gpu
 
     def _sums(self, gpu: GpuEntry):
-        # The Model's parameters, not its buffers: a forward may update those (running statistics, state).
+        """The checksums of what the GPU keeps for the pairs of this entry, on the GPU (no transfer). The
+        Model's parameters, not its buffers: a forward may update those (running statistics, state)."""
         return checksums([*tensors(gpu.inputs), *gpu.ref32, *gpu.ref64, *tensors(self.init),
                           *self.ref_model.parameters()])
 
-    def _intact(self) -> bool:
-        """Whether the GPU entry and the Model are as made; if a stray write changed them, they are made
-        again (and False is returned)."""
-        import torch
-
+    def _intact(self, sums: Any = None) -> bool:
+        """Whether the GPU entry and the Model are as made (`sums`: their checksums, fetched already, or
+        computed here); if a stray write changed them, they are made again (and False is returned)."""
         gpu = self.gpu
-        if gpu is None or torch.equal(self._sums(gpu), gpu.sums):
+        if gpu is None:
+            return True
+        if sums is None:
+            sums = self._sums(gpu).cpu().numpy()
+        if np.array_equal(sums, gpu.sums):
             return True
         print(f"oracleaudit worker: inputs, references or the Model of {self.problem.label} changed on the GPU; "
               "making them again", file=sys.stderr)
@@ -531,15 +540,15 @@ class JobRun:
         try:
             model_new = self._fresh_model(variant, solution)
             with self.clock("execution"), torch.no_grad():
+                # No synchronisation here: the pair's one transfer comes after the evidence (an asynchronous
+                # fault of the kernel surfaces there, and is its crash). Events time the first run.
                 inputs = map_tensors(gpu.inputs, lambda t: t.clone())
-                torch.cuda.synchronize()
-                begin = time.perf_counter()
+                begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                begin.record()
                 first = [t.detach().clone() for t in tensors(model_new(*inputs))]
-                torch.cuda.synchronize()
-                elapsed = 1000 * (time.perf_counter() - begin)
+                end.record()
                 self.ref_model(*inputs)  # kernel → reference → kernel: exposes reuse of stale buffers
                 second = [t.detach() for t in tensors(model_new(*inputs))]
-                torch.cuda.synchronize()
             del model_new, inputs
         except Exception as err:
             traceback.print_exc()
@@ -553,9 +562,7 @@ class JobRun:
             self._send_rows(variant, entry, rows)
             return
         try:
-            if not self._intact():  # measure against references made again, not against what it overwrote
-                gpu = self.gpu
-            rows = self._observe(variant.key, where, gpu, elapsed, first, second)
+            rows = self._observe(variant.key, where, gpu, (begin, end), first, second)
         except Exception as err:
             # With the CUDA context dead, a fault of the variant surfaced late (asynchronously): its crash.
             # With the context alive the failure is oracleaudit's own: the job fails loudly.
@@ -582,29 +589,51 @@ class JobRun:
         self.send(Fatal(variant.key, entry.key, f"{type(err).__name__}: {first_line(err)}"))
         os._exit(3)
 
-    def _observe(self, key: str, where: tuple, gpu: GpuEntry, elapsed: float, first: list, second: list) -> list[dict]:
-        """The rows of one variant on one input: status, bitwise repeat, evidence against both references."""
+    def _observe(self, key: str, where: tuple, gpu: GpuEntry, timing: tuple, first: list, second: list) -> list[dict]:
+        """The rows of one variant on one input: status, bitwise repeat, evidence against both references.
+        Everything the host needs — the evidence of every output against both references, the repeat
+        comparisons and the checksums of what the GPU keeps — comes back in one transfer. If the checksums
+        show a stray write into the references, they are made again and the outputs measured again."""
         import torch
 
-        from oracleaudit.evidence import measure
+        from oracleaudit.evidence import measure_many
 
         job = self.job
         if len(first) != len(gpu.ref32):
+            timing[1].synchronize()
+            self._intact()
             return [row(key, job.problem, where, 0, "ShapeMismatch", None, f"{len(first)} outputs, reference has "
-                        f"{len(gpu.ref32)}", elapsed, None, self.mode, None, None)]
-        rows = []
+                        f"{len(gpu.ref32)}", timing[0].elapsed_time(timing[1]), None, self.mode, None, None)]
         with self.clock("evidence"):
-            for index, (out, again, r32, r64) in enumerate(zip(first, second, gpu.ref32, gpu.ref64)):
-                status = "Ok"
-                if out.shape != r32.shape:
-                    status = "ShapeMismatch"
-                elif out.dtype != r32.dtype:
-                    status = "DtypeMismatch"
-                same = out.shape == again.shape and out.dtype == again.dtype and bool(
-                    torch.equal(_bits(out), _bits(again)))
-                rows.append(row(key, job.problem, where, index, status, None, None, elapsed, same, self.mode,
-                                measure(out, r32, engine=job.evidence_engine),
-                                measure(out, r64, engine=job.evidence_engine)))
+            items, repeats = [], []
+            for out, again, r32, r64 in zip(first, second, gpu.ref32, gpu.ref64):
+                items += [(out, r32), (out, r64)]
+                if not (out.shape == again.shape and out.dtype == again.dtype):
+                    repeats.append(False)
+                elif out.is_cuda and again.is_cuda:
+                    repeats.append((_bits(out) == _bits(again)).all())  # on the device, fetched below
+                else:
+                    repeats.append(torch.equal(_bits(out), _bits(again)))
+            device_repeats = [r for r in repeats if isinstance(r, torch.Tensor)]
+            evidence, fetched = measure_many(items, engine=job.evidence_engine,
+                                             extra=[*device_repeats, self._sums(gpu)])
+            elapsed = timing[0].elapsed_time(timing[1])  # both events are done: the transfer waited for them
+            fetched_repeats = iter(fetched[:-1])
+            same = [bool(next(fetched_repeats)[0]) if isinstance(r, torch.Tensor) else bool(r) for r in repeats]
+            if not self._intact(fetched[-1]):  # measured against what a stray write left: measure again
+                gpu = self.gpu
+                items = [(out, ref) for out, r32, r64 in zip(first[:len(same)], gpu.ref32, gpu.ref64)
+                         for ref in (r32, r64)]
+                evidence, _ = measure_many(items, engine=job.evidence_engine)
+        rows = []
+        for index, (out, r32) in enumerate(zip(first[:len(same)], gpu.ref32)):
+            status = "Ok"
+            if out.shape != r32.shape:
+                status = "ShapeMismatch"
+            elif out.dtype != r32.dtype:
+                status = "DtypeMismatch"
+            rows.append(row(key, job.problem, where, index, status, None, None, elapsed, same[index], self.mode,
+                            evidence[2 * index], evidence[2 * index + 1]))
         return rows
 
 

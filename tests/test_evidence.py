@@ -437,3 +437,30 @@ def test_evidence_on_cuda_equals_evidence_on_cpu():
         for atol, rtol in [(a, r) for a in TOLERANCES for r in TOLERANCES[::3]]:
             if gpu.is_exact(atol, rtol):
                 assert gpu.allclose(atol, rtol) == torch.allclose(out.cuda(), ref.cuda(), rtol=rtol, atol=atol)
+
+
+def test_fetch_brings_tensors_of_every_dtype_back_in_their_own_shapes_of_bytes() -> None:
+    from oracleaudit.evidence import fetch
+
+    tensors = [torch.tensor([1.5, -2.0], dtype=torch.float64), torch.tensor([7, -(2**40)], dtype=torch.int64),
+               torch.tensor(True), torch.arange(3, dtype=torch.uint8), torch.tensor([0.25], dtype=torch.float32)]
+    host = fetch(tensors)
+    assert [a.dtype for a in host] == [np.float64, np.int64, np.bool_, np.uint8, np.float32]
+    for array, tensor in zip(host, tensors):
+        assert np.array_equal(array, tensor.reshape(-1).numpy())
+    assert fetch([]) == []
+
+
+def test_measure_many_equals_measure_item_by_item_and_returns_the_extra_tensors() -> None:
+    from oracleaudit.evidence import measure_many
+
+    torch.manual_seed(3)
+    ref = torch.randn(257)
+    out = ref * (1 + 1e-3 * torch.randn(257))
+    items = [(out, ref), (out, ref.double()), (out[:-1], ref), (out.double(), ref, torch.float32)]
+    evidences, extra = measure_many(items, extra=[torch.tensor([5, 6]), torch.tensor(False)])
+    expected = [measure(out, ref), measure(out, ref.double()), measure(out[:-1], ref),
+                measure(out.double(), ref, expected_dtype=torch.float32)]
+    assert evidences == expected
+    assert not evidences[2].shape_match and not evidences[3].dtype_match
+    assert extra[0].tolist() == [5, 6] and extra[1].tolist() == [False]
