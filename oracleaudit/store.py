@@ -22,7 +22,8 @@ problem. Append all outputs of one (problem, mutant, input) in one call: `done_k
 Row schema (`OBSERVATION_SCHEMA`; every column not in `REQUIRED_COLUMNS` is nullable):
     problem, mutant_id ("original" for the unmutated kernel, "reference" for the fp32 reference itself),
     input_id (the pool entry key), input_seed (int64), shape_variant, distribution, output_index (int32),
-    status (one of `STATUSES`), error_class, error_message, time_ms (float64), repeat_bitwise_equal,
+    status (one of `STATUSES`), error_class, error_message, time_ms (float64: the first kernel run, timed on
+    its CUDA stream with events), repeat_bitwise_equal,
     fp32_* (the `ErrorEvidence` of the output against the fp32 reference; empty on "reference" rows),
     fp64_* (against the fp64 reference; on "reference" rows: the fp32 reference against the fp64 one),
     ref_matmul_tf32, ref_cudnn_tf32, ref_matmul_precision, ref_device (the fp32 reference's math mode),
