@@ -22,8 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from oracleaudit.build import plan_build
-from oracleaudit.compiler import ARCH, Toolchain
+from oracleaudit.execution.build import plan_build
+from oracleaudit.mutation.compiler import ARCH, Toolchain
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.mutant import read_mutants
 

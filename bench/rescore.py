@@ -27,7 +27,7 @@ import torch
 
 from oracleaudit.evidence import ErrorEvidence, measure
 from oracleaudit.mutant import PENDING, Mutant, write_mutants
-from oracleaudit.oracle import Oracle
+from oracleaudit.scoring.oracle import Oracle
 from oracleaudit.pool import Pool
 from oracleaudit.scoring import Audit
 from oracleaudit.store import OBSERVATION_SCHEMA, EvidenceStore

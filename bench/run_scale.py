@@ -41,7 +41,7 @@ def _save(path: Path, state: dict) -> None:
 
 def _holes(mutants: Path, store: Path, pool: str) -> dict:
     """Pairs the plan has that the store lacks a row for, and the inferred rows it holds."""
-    from oracleaudit import runner
+    from oracleaudit import execution as runner
     from oracleaudit.mutant import read_mutants
     from oracleaudit.store import EvidenceStore
 
@@ -53,7 +53,7 @@ def _holes(mutants: Path, store: Path, pool: str) -> dict:
 
 
 def full(args) -> None:
-    from oracleaudit import runner
+    from oracleaudit import execution as runner
 
     state = _state(args.state)
     calls = state.setdefault("full", {"calls": []})["calls"]
@@ -73,7 +73,7 @@ def full(args) -> None:
 
 def memory(args) -> None:
     """The worker's peak GPU memory (max_memory_reserved) on 10 and on 60 inputs of the same problem."""
-    from oracleaudit import runner
+    from oracleaudit import execution as runner
     from oracleaudit.mutant import Mutant, mutant_id, write_mutants
     from oracleaudit.source import line_col, load_units
 
@@ -118,7 +118,7 @@ def memory(args) -> None:
 
 
 def real(args) -> None:
-    from oracleaudit import runner
+    from oracleaudit import execution as runner
     from oracleaudit.store import EvidenceStore
 
     state = _state(args.state)

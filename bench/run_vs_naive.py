@@ -42,7 +42,7 @@ def _naive(mutant_record, pool_name, workdir, gpu) -> None:
     from oracleaudit.pool import Pool
     from oracleaudit.problem import load_solution_module
     from oracleaudit.problem import problem_at
-    from oracleaudit.worker import WEIGHT_SEED, _double, entry_init, tensors
+    from oracleaudit.execution.worker import WEIGHT_SEED, _double, entry_init, tensors
 
     mutant = Mutant(**mutant_record)
     source = Path(mutant.source)
@@ -87,9 +87,9 @@ def main() -> None:
 
     import torch
 
-    from oracleaudit import runner
+    from oracleaudit import execution as runner
     from oracleaudit.mutant import PENDING, read_mutants
-    from oracleaudit.worker import usable_cpus
+    from oracleaudit.execution.worker import usable_cpus
 
     cores = args.cores or usable_cpus()
     mutants = [m for m in read_mutants(args.mutants) if m.status == PENDING]

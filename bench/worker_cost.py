@@ -42,7 +42,7 @@ def _engines(text: str) -> list[str]:
 
 def prebuild(mutants_dir: Path, pool: str) -> None:
     """Build every extension of the mutants' jobs, as `run` does before its workers need them."""
-    from oracleaudit import runner
+    from oracleaudit import execution as runner
     from oracleaudit.mutant import read_mutants
 
     jobs, errors, _ = runner.plan_jobs(read_mutants(mutants_dir), pool, runner.build_root(), set())
@@ -75,9 +75,9 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON summary line at the end")
     args = parser.parse_args()
 
-    from oracleaudit import runner
+    from oracleaudit import execution as runner
     from oracleaudit.mutant import PENDING, read_mutants
-    from oracleaudit.worker import usable_cpus
+    from oracleaudit.execution.worker import usable_cpus
 
     n = sum(m.status == PENDING for m in read_mutants(args.mutants))
     print(f"{n} mutants; pool {args.pool}; {args.workers_per_gpu} workers per GPU, slices of {args.job_size}; "

@@ -41,7 +41,7 @@ def register_verify(sub: argparse._SubParsersAction) -> None:
 
 def run_verify(args: argparse.Namespace) -> int:
     from oracleaudit.cli import print_json
-    from oracleaudit.verify import verify_solutions
+    from oracleaudit.dataset.verify import verify_solutions
 
     report = verify_solutions(args.paths, problems_root=args.problems, out=args.out, jobs=args.jobs,
                               force=args.force, timeout_s=args.timeout, logs_dir=args.logs)
@@ -77,10 +77,10 @@ def register_mutate(sub: argparse._SubParsersAction) -> None:
 
 def _run_mutate(args: argparse.Namespace) -> int:
     from oracleaudit import mutation
-    from oracleaudit.catalog import load_catalog
+    from oracleaudit.mutation.catalog import load_catalog
     from oracleaudit.cli import print_json
     from oracleaudit.errors import OracleAuditError
-    from oracleaudit import report_text
+    from oracleaudit import terminal as report_text
 
     if args.jobs is not None and args.jobs < 1:
         raise OracleAuditError(f"--jobs must be ≥ 1, got {args.jobs}")
@@ -119,8 +119,8 @@ def _run_mutate(args: argparse.Namespace) -> int:
 
 @command
 def register_run(sub: argparse._SubParsersAction) -> None:
-    from oracleaudit.runner import JOB_SIZE  # light: the runner imports torch only when it runs
-    from oracleaudit.supervisor import MAX_CRASHES
+    from oracleaudit.execution import JOB_SIZE  # light: the runner imports torch only when it runs
+    from oracleaudit.execution.supervisor import MAX_CRASHES
 
     parser = sub.add_parser(
         "run", help="run every mutant against the input pool on the GPU and record error evidence",
@@ -160,7 +160,8 @@ def register_run(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_run(args: argparse.Namespace) -> int:
-    from oracleaudit import report_text, runner
+    from oracleaudit import terminal as report_text
+    from oracleaudit import execution as runner
     from oracleaudit.cli import print_json
 
     result = runner.run(args.mutants, args.out, pool=args.pool, gpus=args.gpus, backend=args.backend,
@@ -240,7 +241,7 @@ def _evidence_paths(args: argparse.Namespace) -> tuple[Path, Path]:
 
 def _oracles(names: list[str]) -> list:
     from oracleaudit.errors import OracleAuditError
-    from oracleaudit.oracle import Oracle
+    from oracleaudit.scoring.oracle import Oracle
 
     oracles = [Oracle.load(name) for name in names]
     seen = [o.name for o in oracles]
@@ -277,7 +278,8 @@ def register_score(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_score(args: argparse.Namespace) -> int:
-    from oracleaudit import report_text, scoring
+    from oracleaudit import terminal as report_text
+    from oracleaudit import scoring
     from oracleaudit.cli import print_json
     from oracleaudit.errors import OracleAuditError
 
@@ -360,7 +362,7 @@ def register_oracles(sub: argparse._SubParsersAction) -> None:
 
 def _run_oracles(args: argparse.Namespace) -> int:
     from oracleaudit.cli import print_json
-    from oracleaudit.oracle import Oracle, catalog
+    from oracleaudit.scoring.oracle import Oracle, catalog
 
     oracles = [Oracle.load(name) for name in catalog()]
     if args.json:
@@ -395,7 +397,9 @@ def register_analyze(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_analyze(args: argparse.Namespace) -> int:
-    from oracleaudit import analysis, report_text, scoring
+    from oracleaudit.scoring import analysis
+    from oracleaudit import terminal as report_text
+    from oracleaudit import scoring
     from oracleaudit.cli import print_json
     from oracleaudit.errors import OracleAuditError
 

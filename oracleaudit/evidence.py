@@ -432,7 +432,7 @@ def _kernels(a: torch.Tensor, grid: tuple[float, ...], engine: str):
     """The fused kernels' library for this comparison under `engine`, or None for the torch version."""
     if engine == "torch":
         return None
-    from oracleaudit import evidence_kernels
+    from oracleaudit.execution import evidence_kernels
 
     kernels = evidence_kernels.library() if evidence_kernels.supports(a, grid) else None
     if kernels is None and engine == "fused":

@@ -6,12 +6,11 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from oracleaudit.errors import OracleAuditError
+from oracleaudit.files import write_atomic
 
 MUTANTS_SCHEMA_VERSION = 1
 MUTANTS_FILE = "mutants.jsonl"
@@ -94,19 +93,6 @@ class Mutant:
         if mutant.status not in STATUSES:
             raise OracleAuditError(f"{where}: unknown status {mutant.status!r}")
         return mutant
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write a file under a temporary name in the same folder, then rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_mutants(out: Path, mutants: list[Mutant], file_texts: dict[str, str]) -> None:

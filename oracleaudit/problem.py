@@ -12,7 +12,6 @@ variant is made by loading the module and setting those constants before calling
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import itertools
 import re
@@ -32,7 +31,6 @@ __all__ = [
     "Unpaired",
     "bundled_root",
     "discover_problems",
-    "file_sha256",
     "first_line",
     "int_constants",
     "load_problem_module",
@@ -120,11 +118,6 @@ def first_line(err: BaseException) -> str:
     else:
         text = f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
     return text if len(text) <= 400 else text[:397] + "..."
-
-
-def file_sha256(path: Path) -> str:
-    """The sha256 of a file's bytes, as hex."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def discover_problems(root: Path) -> list[Problem]:

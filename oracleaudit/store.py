@@ -22,7 +22,7 @@ problem. Append all outputs of one (problem, mutant, input) in one call: `done_k
 Row schema (`OBSERVATION_SCHEMA`; every column not in `REQUIRED_COLUMNS` is nullable):
     problem, mutant_id ("original" for the unmutated kernel, "reference" for the fp32 reference itself),
     input_id (the pool entry key), input_seed (int64), shape_variant, distribution, output_index (int32),
-    status (one of `STATUSES`), error_class, error_message, time_ms (float64: the first kernel run, timed on
+    status (a `status.Status`), error_class, error_message, time_ms (float64: the first kernel run, timed on
     its CUDA stream with events), repeat_bitwise_equal,
     fp32_* (the `ErrorEvidence` of the output against the fp32 reference; empty on "reference" rows),
     fp64_* (against the fp64 reference; on "reference" rows: the fp32 reference against the fp64 one),
@@ -43,11 +43,8 @@ other values on another run, which is what `repeat_bitwise_equal` records.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -57,27 +54,18 @@ import pyarrow.parquet as pq
 
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.evidence import arrow_fields
-from oracleaudit.mutant import write_atomic
+from oracleaudit.files import file_sha256, write_atomic, write_with
+from oracleaudit.status import Status
 
 __all__ = [
-    "BUILD_ERROR",
-    "DTYPE_MISMATCH",
     "EvidenceStore",
     "KEY_COLUMNS",
     "MANIFEST_FILE",
     "OBSERVATION_SCHEMA",
-    "OK",
-    "OOM",
-    "ORIGINAL",
     "PARTS_DIR",
-    "REFERENCE",
     "REQUIRED_COLUMNS",
     "RUN_IDENTITY",
-    "RUNTIME_ERROR",
-    "SHAPE_MISMATCH",
-    "STATUSES",
     "STORE_SCHEMA_VERSION",
-    "TIMEOUT",
     "merge_stores",
 ]
 
@@ -87,17 +75,6 @@ MANIFEST_FILE = "manifest.json"
 PARTS_DIR = "parts"
 SCHEMA_VERSION_KEY = b"oracleaudit.schema_version"
 
-OK = "Ok"
-RUNTIME_ERROR = "RuntimeError"
-TIMEOUT = "Timeout"
-SHAPE_MISMATCH = "ShapeMismatch"
-DTYPE_MISMATCH = "DtypeMismatch"
-OOM = "OOM"
-BUILD_ERROR = "BuildError"  # the mutant's clone does not compile with torch's flags: not a valid mutant
-STATUSES = (OK, RUNTIME_ERROR, TIMEOUT, SHAPE_MISMATCH, DTYPE_MISMATCH, OOM, BUILD_ERROR)
-
-ORIGINAL = "original"
-REFERENCE = "reference"
 
 KEY_COLUMNS = ("problem", "mutant_id", "input_id", "output_index")
 # The meta keys on which the stores of one run agree: a resumed run and `merge_stores` compare only these;
@@ -137,26 +114,10 @@ _WORKER = re.compile(r"\w+")
 _SORT = [(name, "ascending") for name in KEY_COLUMNS]
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _write_part(table: pa.Table, path: Path) -> None:
-    """Write a Parquet part deterministically (same rows → same bytes) under a temporary name, then rename."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp, compression="zstd", compression_level=3, row_group_size=1 << 20)
-        with open(tmp, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write a Parquet part deterministically (same rows → same bytes), whole and synced (files.write_with)."""
+    write_with(path, lambda tmp: pq.write_table(table, tmp, compression="zstd", compression_level=3,
+                                                row_group_size=1 << 20), sync=True)
 
 
 def _meta_differences(a: Mapping[str, Any], b: Mapping[str, Any], identity: Sequence[str] | None) -> list[str]:
@@ -241,7 +202,7 @@ class EvidenceStore:
             part = self.path / entry["file"]
             if not part.is_file():
                 raise OracleAuditError(f"{part}: committed part is missing")
-            if _sha256(part) != entry["sha256"]:
+            if file_sha256(part) != entry["sha256"]:
                 raise OracleAuditError(f"{part}: sha256 differs from {MANIFEST_FILE} (changed after it was committed)")
         self._manifest = manifest
         self._keys = None
@@ -414,7 +375,7 @@ class EvidenceStore:
         self.parts_dir.mkdir(parents=True, exist_ok=True)
         path = self._next_part()
         _write_part(table, path)
-        entry = {"file": f"{PARTS_DIR}/{path.name}", "rows": table.num_rows, "sha256": _sha256(path)}
+        entry = {"file": f"{PARTS_DIR}/{path.name}", "rows": table.num_rows, "sha256": file_sha256(path)}
         self._write_manifest({**self._manifest, "schema_version": STORE_SCHEMA_VERSION, "parts": [*keep, entry]})
         return path
 
@@ -427,9 +388,9 @@ class EvidenceStore:
             for name in REQUIRED_COLUMNS:
                 if row.get(name) is None:
                     raise OracleAuditError(f"{self.path}: row {index} needs {name}, got None")
-            if row["status"] not in STATUSES:
+            if row["status"] not in set(Status):
                 raise OracleAuditError(
-                    f"{self.path}: row {index} status must be one of {', '.join(STATUSES)}, got {row['status']!r}")
+                    f"{self.path}: row {index} status must be one of {', '.join(Status)}, got {row['status']!r}")
         try:
             return pa.Table.from_pylist([dict(row) for row in rows], schema=OBSERVATION_SCHEMA)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as err:

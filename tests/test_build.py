@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from oracleaudit import build
-from oracleaudit.catalog import load_catalog, select_rules
-from oracleaudit.compiler import Toolchain
+from oracleaudit.execution import build
+from oracleaudit.mutation.catalog import load_catalog, select_rules
+from oracleaudit.mutation.compiler import Toolchain
 from oracleaudit.mutation import find_mutants
 from oracleaudit.problem import bundled_root
 

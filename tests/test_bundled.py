@@ -9,7 +9,7 @@ import pytest
 
 from oracleaudit.cli import main
 from oracleaudit.mutant import DIFFS_DIR, read_mutants
-from oracleaudit.oracle import Oracle, catalog
+from oracleaudit.scoring.oracle import Oracle, catalog
 from oracleaudit.scoring import Audit
 from oracleaudit.shipped import shipped_dir
 from oracleaudit.store import EvidenceStore

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from oracleaudit import evidence_kernels
+from oracleaudit.execution import evidence_kernels
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.evidence import SUB_BINS, ErrorEvidence, measure
 from tests.test_evidence import TOLERANCES, random_case

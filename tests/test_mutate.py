@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from oracleaudit import cli
-from oracleaudit.catalog import load_catalog
+from oracleaudit.mutation.catalog import load_catalog
 from oracleaudit.mutant import COMPILE_ERROR, DUPLICATE, EQUIVALENT, PENDING, STATUSES, Mutant, read_mutants
 from oracleaudit.mutation import DEVICE_BATCH, MutateResult, find_mutants, mutate
 from oracleaudit.shipped import shipped_dir
@@ -499,7 +499,7 @@ def test_a_wheel_built_from_a_clean_checkout_ships_the_catalog_and_the_clang_pre
 
 def test_the_package_from_the_wheel_loads_its_catalog_from_inside_itself(wheel: Path, tmp_path: Path) -> None:
     zipfile.ZipFile(wheel).extractall(tmp_path / "site")
-    probe = ("import oracleaudit, oracleaudit.catalog as c, oracleaudit.semantics as s; "
+    probe = ("import oracleaudit, oracleaudit.mutation.catalog as c, oracleaudit.mutation.semantics as s; "
              "print(oracleaudit.__file__); print(c.default_catalog_dir()); "
              "print(sum(len(f.rules) for f in c.load_catalog())); print(s.PRELUDE.is_file())")
     proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from oracleaudit.errors import OracleAuditError
-from oracleaudit.oracle import COMPONENTS, Oracle, catalog, catalog_dir, parse_input_key
+from oracleaudit.scoring.oracle import COMPONENTS, Oracle, catalog, catalog_dir, parse_input_key
 from oracleaudit.pool import Pool
-from oracleaudit.verify import official_seeds
+from oracleaudit.kernelbench import official_seeds
 
 CATALOG = ["autokernel", "fp64-fuzz", "kernelbench", "kernelbench-v0.1", "kernelbench-verified", "kernelbench-x",
            "robust-kbench", "sol-execbench"]

@@ -28,8 +28,9 @@ from oracleaudit.pool import (
     zeros,
 )
 from oracleaudit.problem import bundled_root, load_problem_module
-from oracleaudit.shapes import ShapeVariant
-from oracleaudit.verify import Check, make_inputs, official_seeds
+from oracleaudit.pool.shapes import ShapeVariant
+from oracleaudit.dataset.verify import Check, make_inputs
+from oracleaudit.kernelbench import official_seeds
 
 SOFTMAX = bundled_root() / "level1" / "23_Softmax.py"
 CROSS_ENTROPY = bundled_root() / "level1" / "49_CrossEntropyLoss.py"

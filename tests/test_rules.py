@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from oracleaudit.catalog import load_catalog
+from oracleaudit.mutation.catalog import load_catalog
 from oracleaudit.mutant import COMPILE_ERROR, DUPLICATE, EQUIVALENT, PENDING, Mutant
 from oracleaudit.mutation import find_mutants, mutate
 

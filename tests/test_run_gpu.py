@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from oracleaudit import runner
+from oracleaudit import execution as runner
 from oracleaudit.mutant import Mutant, mutant_id, write_mutants
 from oracleaudit.source import line_col, load_units
 from oracleaudit.store import EvidenceStore
@@ -131,7 +131,7 @@ def test_out_of_memory_while_sharing_the_gpu_is_run_again_alone_and_recorded_as_
     import torch
 
     from oracleaudit.mutant import read_mutants
-    from oracleaudit.supervisor import Supervisor
+    from oracleaudit.execution.supervisor import Supervisor
 
     shutil.copytree(DATA, tmp_path, dirs_exist_ok=True)
     unit = load_units(tmp_path / SOLUTION)[0]
@@ -172,7 +172,7 @@ def test_out_of_memory_while_sharing_the_gpu_is_run_again_alone_and_recorded_as_
 def test_the_namespace_cloned_original_gives_bitwise_the_outputs_of_a_plain_build(evidence) -> None:
     import torch
 
-    from oracleaudit import build
+    from oracleaudit.execution import build
     from oracleaudit.problem import load_solution_module
 
     root, *_ = evidence
@@ -325,11 +325,11 @@ def test_recorded_evidence_is_that_of_a_fresh_model_per_input_measured_on_the_gp
 
     import torch
 
-    from oracleaudit import build
+    from oracleaudit.execution import build
     from oracleaudit.evidence import ErrorEvidence, measure
     from oracleaudit.pool import Pool
     from oracleaudit.problem import problem_at
-    from oracleaudit.worker import WEIGHT_SEED, entry_init
+    from oracleaudit.execution.worker import WEIGHT_SEED, entry_init
 
     root, mutants, *_, rows = evidence
     plan = build.plan_build(root / SOLUTION, [mutants["wrong_constant"]])

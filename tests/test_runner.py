@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from oracleaudit import runner
+from oracleaudit import execution as runner
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.mutant import read_mutants
 
@@ -138,7 +138,7 @@ def test_bad_run_options_are_refused_naming_the_flag(workdir: Path, kwargs: dict
 
 
 def test_admission_lets_slices_share_a_gpu_only_as_far_as_their_memory_fits() -> None:
-    from oracleaudit.admission import WORKER_OVERHEAD_BYTES, GpuMemory
+    from oracleaudit.execution.admission import WORKER_OVERHEAD_BYTES, GpuMemory
 
     gib = 1 << 30
     memory = GpuMemory(100 * gib, slots=4)  # 90 GiB usable, a default share of 22.5 GiB
@@ -164,7 +164,7 @@ def test_an_exclusive_lease_waits_for_the_gpu_and_keeps_others_out_meanwhile() -
     import threading
     import time
 
-    from oracleaudit.admission import GpuMemory
+    from oracleaudit.execution.admission import GpuMemory
 
     memory = GpuMemory(100 << 30, slots=8)
     running = memory.acquire()
@@ -187,7 +187,7 @@ def test_the_work_queue_hands_out_exclusive_retries_after_the_slices_and_ends_wh
     import threading
     from dataclasses import replace
 
-    from oracleaudit.protocol import Job
+    from oracleaudit.execution.protocol import Job
 
     first = Job(solution="s", problem_path="p", problem="level1/1_X", mutants=(), pool="default", entry_keys=(),
                 build_dir="b")

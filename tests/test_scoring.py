@@ -21,8 +21,8 @@ from oracleaudit.cli import main
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.evidence import measure
 from oracleaudit.mutant import PENDING, Mutant, write_mutants
-from oracleaudit.oracle import Oracle, catalog, parse_input_key
-from oracleaudit.analysis import (
+from oracleaudit.scoring.oracle import Oracle, catalog, parse_input_key
+from oracleaudit.scoring.analysis import (
     aggressiveness,
     attribution,
     blind_band,
@@ -43,7 +43,7 @@ from oracleaudit.scoring import (
     read_kill_matrix,
 )
 from oracleaudit.store import OBSERVATION_SCHEMA, EvidenceStore
-from oracleaudit.verify import official_seeds
+from oracleaudit.kernelbench import official_seeds
 
 OFFICIAL = [f"official/s={s}/official" for s in official_seeds()]
 HIDDEN = [f"scaled/x={x}/s={official_seeds()[0]}/official" for x in ("1", "3", "0.01", "-1")]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from oracleaudit.cudatree import CudaTree
-from oracleaudit.semantics import analyse
+from oracleaudit.mutation.cudatree import CudaTree
+from oracleaudit.mutation.semantics import analyse
 
 TESTDATA = Path(__file__).parent / "testdata"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from oracleaudit.problem import bundled_root
-from oracleaudit.shapes import DroppedVariant, ShapeVariant, odd_size, shape_variants, small_sizes
+from oracleaudit.pool.shapes import DroppedVariant, ShapeVariant, odd_size, shape_variants, small_sizes
 
 SOFTMAX = bundled_root() / "level1" / "23_Softmax.py"
 

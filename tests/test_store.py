@@ -17,19 +17,18 @@ import torch
 
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.evidence import ErrorEvidence, measure
+from oracleaudit.status import ORIGINAL, REFERENCE, Status
 from oracleaudit.store import (
     KEY_COLUMNS,
     MANIFEST_FILE,
     OBSERVATION_SCHEMA,
-    OK,
-    ORIGINAL,
     PARTS_DIR,
-    REFERENCE,
     RUN_IDENTITY,
-    RUNTIME_ERROR,
     SCHEMA_VERSION_KEY,
     EvidenceStore,
 )
+
+OK, RUNTIME_ERROR = Status.OK, Status.RUNTIME_ERROR
 
 META = {"pool": "default", "pool_sha256": "ab" * 32, "mutants_sha256": "cd" * 32}
 

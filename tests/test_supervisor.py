@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from oracleaudit.protocol import ORIGINAL, REFERENCE, Built, Done, Failed, Fatal, Job, Memory, Ready, Rows, Started
-from oracleaudit.supervisor import SliceResult, Supervisor
+from oracleaudit.execution.protocol import ORIGINAL, REFERENCE, Built, Done, Failed, Fatal, Job, Memory, Ready, Rows, Started
+from oracleaudit.execution.supervisor import SliceResult, Supervisor
 
 INPUTS = ("a/s=0/official", "b/s=1/official", "c/s=2/odd")
 MUTANTS = ("m1", "m2", "m3")

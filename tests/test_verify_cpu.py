@@ -13,7 +13,7 @@ import torch
 from oracleaudit import cli
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.problem import pair_solutions
-from oracleaudit.verify import merge_records, read_records, verify_pair, verify_solutions
+from oracleaudit.dataset.verify import merge_records, read_records, verify_pair, verify_solutions
 
 CHECK_NAMES = ["official-0", "official-1", "official-2", "official-3", "official-4", "normal", "uniform", "large",
                "odd-shapes", "small-shapes"]
@@ -113,7 +113,7 @@ def test_verify_never_imports_tree_sitter_or_libclang() -> None:
         "import sys\n"
         "from oracleaudit import cli\n"
         "cli.build_parser()\n"
-        "import oracleaudit.verify\n"
+        "import oracleaudit.dataset.verify\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tree_sitter', 'tree_sitter_cuda', 'clang')))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from oracleaudit.problem import bundled_root
-from oracleaudit.verify import read_records, verify_solutions
+from oracleaudit.dataset.verify import read_records, verify_solutions
 
 
 @pytest.mark.gpu

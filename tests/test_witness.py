@@ -14,7 +14,7 @@ import torch
 from oracleaudit.evidence import measure
 from oracleaudit.scoring import Observations
 from oracleaudit.store import OBSERVATION_SCHEMA
-from oracleaudit.witness import FACTOR, FLOOR, SMALL_OUTPUT, UNSTABLE_FACTOR, KINDS, Margin, required_tolerance, \
+from oracleaudit.scoring.witness import FACTOR, FLOOR, SMALL_OUTPUT, UNSTABLE_FACTOR, KINDS, Margin, required_tolerance, \
     witness
 
 SHAPES = [(64, 17), (16, 1000), (1, 4096)]

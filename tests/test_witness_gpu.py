@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from oracleaudit import runner
+from oracleaudit import execution as runner
 from oracleaudit.mutant import Mutant, mutant_id, write_mutants
 from oracleaudit.problem import bundled_root
 from oracleaudit.source import line_col, load_units

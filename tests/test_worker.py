@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from oracleaudit import worker
-from oracleaudit.worker import ModelTemplates
+from oracleaudit.execution import worker
+from oracleaudit.execution.worker import ModelTemplates
 
 EXTENSION = types.ModuleType("fake_extension")  # stands in for a compiled extension (a module object)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from oracleaudit.cache import cache_root
 from oracleaudit.errors import OracleAuditError
-from oracleaudit.tce import EMPTY_SIGNATURE, clone_signatures
+from oracleaudit.mutation.tce import EMPTY_SIGNATURE, clone_signatures
 
 ARCH = "sm_90"
 DEVICE = "device"

@@ -38,7 +38,7 @@ import torch
 from oracleaudit.cache import cache_root, held
 from oracleaudit.errors import OracleAuditError
 
-SOURCE = Path(__file__).parent / "data" / "evidence_kernels.cu"
+SOURCE = Path(__file__).resolve().parent.parent / "data" / "evidence_kernels.cu"
 N_COUNTS = 10  # the eight flag counts of evidence._measure, Σ[out == 0], Σ[ref != 0]
 N_STATS = 8  # evidence._statistics's values
 # Candidate pairs fetched with the result in its one transfer; more take a second transfer.

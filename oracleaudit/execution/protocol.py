@@ -20,9 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-ORIGINAL = "original"
-REFERENCE = "reference"
-WEIGHT_SEED = 42  # KernelBench: torch.manual_seed(42) before constructing Model and ModelNew
+from oracleaudit.status import ORIGINAL, REFERENCE  # noqa: F401 (the job's variant names)
+
 
 
 @dataclass(frozen=True)

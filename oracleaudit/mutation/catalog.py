@@ -51,7 +51,7 @@ class Rule:
     def compiled(self):
         from tree_sitter import Query
 
-        from oracleaudit.cudatree import cuda_language
+        from oracleaudit.mutation.cudatree import cuda_language
 
         try:
             return Query(cuda_language(), self.query)

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from oracleaudit.errors import OracleAuditError
+from oracleaudit.status import FAILURES
 
 __all__ = [
     "COMPONENTS",
-    "FAIL_STATUSES",
     "MATH_MODES",
     "NAN_POLICIES",
     "SCHEMA_VERSION",
@@ -56,8 +56,6 @@ MATH_MODES = {
 torch.backends.cudnn.allow_tf32) the evidence records on every row."""
 
 NAN_POLICIES = ("fails", "equal_nan", "nonfinite_in_both_passes")
-NON_OK_STATUSES = ("RuntimeError", "Timeout", "OOM", "ShapeMismatch", "DtypeMismatch")
-FAIL_STATUSES = NON_OK_STATUSES
 DTYPE_KEYS = ("float32", "float16", "bfloat16", "float64", "integer", "default")
 COMBINE_MODES = ("all",)
 MISSING_REFERENCE = ("skip", "fail")
@@ -395,8 +393,8 @@ def _statuses(value: Any, where: str) -> tuple[str, ...]:
     if not isinstance(value, list):
         raise _Invalid(f"{where} must be a list of statuses, got {_type_name(value)}")
     for status in value:
-        if status not in NON_OK_STATUSES:
-            raise _Invalid(f"{where}: unknown status {status!r} (known: {', '.join(NON_OK_STATUSES)})")
+        if status not in FAILURES:
+            raise _Invalid(f"{where}: unknown status {status!r} (known: {', '.join(FAILURES)})")
     if len(set(value)) != len(value):
         raise _Invalid(f"{where} repeats a status: {value!r}")
     return tuple(value)
@@ -481,7 +479,7 @@ def _selector(raw: Any, where: str) -> InputSelector:
     if "seed" in raw or "seeds" in raw:
         value = raw.get("seeds", [raw.get("seed")])
         if value == "kernelbench":
-            from oracleaudit.verify import official_seeds
+            from oracleaudit.kernelbench import official_seeds
 
             seeds = tuple(official_seeds())
         else:
@@ -548,7 +546,7 @@ def _check_partition(fail: tuple[str, ...], skip: tuple[str, ...], where: str) -
     both = sorted(set(fail) & set(skip))
     if both:
         raise _Invalid(f"{where}: {', '.join(both)} cannot both fail and skip")
-    missing = [s for s in NON_OK_STATUSES if s not in fail and s not in skip]
+    missing = [s for s in FAILURES if s not in fail and s not in skip]
     if missing:
         raise _Invalid(f"{where}: {', '.join(missing)} must be listed in fail or skip")
 
@@ -600,7 +598,7 @@ def _parse(data: dict[str, Any], path: Path | None, default_name: str | None) ->
     _known(statuses, ("fail", "skip", "timeout_s"), "statuses")
     skip = _statuses(statuses.get("skip", []), "statuses.skip")
     fail = _statuses(statuses["fail"], "statuses.fail") if "fail" in statuses else tuple(
-        s for s in NON_OK_STATUSES if s not in skip)
+        s for s in FAILURES if s not in skip)
     _check_partition(fail, skip, "statuses")
     timeout = statuses.get("timeout_s")
     if timeout is not None:

@@ -37,9 +37,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -53,10 +51,12 @@ import torch
 
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.evidence import ErrorEvidence, grid_key
-from oracleaudit.mutant import DIFFS_DIR, PENDING, read_mutants, write_atomic
-from oracleaudit.oracle import MATH_MODES, Oracle, Rule, Stage
-from oracleaudit.store import BUILD_ERROR, OK, ORIGINAL, REFERENCE, EvidenceStore
-from oracleaudit.witness import Margin, required_tolerance, witness
+from oracleaudit.files import write_atomic, write_with
+from oracleaudit.mutant import DIFFS_DIR, PENDING, read_mutants
+from oracleaudit.scoring.oracle import MATH_MODES, Oracle, Rule, Stage
+from oracleaudit.status import ORIGINAL, REFERENCE, Status
+from oracleaudit.store import EvidenceStore
+from oracleaudit.scoring.witness import Margin, required_tolerance, witness
 
 __all__ = [
     "ESCAPED_DIR",
@@ -315,7 +315,7 @@ class Audit:
         excluded["not_run"] = int(joined["unit"].isna().sum())
         joined = joined[joined["unit"].notna()].astype({"unit": np.int64})
         # A clone that did not compile with torch's flags in the run stage is no valid mutant.
-        unbuilt = set(frame.loc[frame["status"] == BUILD_ERROR, "unit"])
+        unbuilt = set(frame.loc[frame["status"] == Status.BUILD_ERROR, "unit"])
         excluded["build_error"] = int(joined["unit"].isin(unbuilt).sum())
         joined = joined[~joined["unit"].isin(unbuilt)]
         stored = set(units.loc[~units["mutant_id"].isin([ORIGINAL, REFERENCE]), "mutant_id"])
@@ -579,7 +579,7 @@ def _has_reference(audit: Audit) -> np.ndarray:
     """Per row: its (problem, input) has a reference row with status Ok."""
     f = audit.obs.frame
     trial = f["trial"].to_numpy()
-    is_ref = (f["mutant_id"] == REFERENCE).to_numpy() & (f["status"] == OK).to_numpy()
+    is_ref = (f["mutant_id"] == REFERENCE).to_numpy() & (f["status"] == Status.OK).to_numpy()
     has = np.zeros(trial.max() + 1 if len(trial) else 0, dtype=bool)
     has[trial[is_ref]] = True
     return has[trial]
@@ -612,7 +612,7 @@ def judge_rows(audit: Audit, oracle: Oracle, rows: np.ndarray, prefix: str | Non
         state[np.isin(st, list(fail_set))] = FAIL
         if stage.missing_reference == "fail":
             state[~has_ref[sel]] = FAIL
-        ok = (st == OK) & (state == PASS)
+        ok = (st == Status.OK) & (state == PASS)
         if oracle.timeout_s is not None:
             slow = ok & (f["time_ms"].to_numpy()[sel] > oracle.timeout_s * 1000.0)
             state[slow] = FAIL
@@ -689,7 +689,7 @@ def _expected_trials(audit: Audit, oracle: Oracle) -> np.ndarray:
     is_ref = (f["mutant_id"] == REFERENCE).to_numpy()
     problems = f["problem"].cat.codes.to_numpy()[is_ref]
     inputs = f["input_id"].cat.codes.to_numpy()[is_ref]
-    ok = (f["status"] == OK).to_numpy()[is_ref]
+    ok = (f["status"] == Status.OK).to_numpy()[is_ref]
     pairs = pd.DataFrame({"problem": problems, "input": inputs, "ok": ok}).groupby(
         ["problem", "input"], sort=False)["ok"].max().reset_index()
     count = np.zeros(len(f["problem"].cat.categories), dtype=np.int64)
@@ -814,15 +814,7 @@ def score(audit: Audit, oracles: Sequence[Oracle], by: Sequence[str] = (), top: 
 
 
 def _write_parquet(table: pa.Table, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp, compression="zstd")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_with(path, lambda tmp: pq.write_table(table, tmp, compression="zstd"))
 
 
 def kill_matrix(audit: Audit, oracles: Sequence[Oracle]) -> pa.Table:

@@ -63,7 +63,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from oracleaudit.store import OK, ORIGINAL, REFERENCE
+from oracleaudit.status import ORIGINAL, REFERENCE, Status
 
 __all__ = [
     "FACTOR",
@@ -89,8 +89,8 @@ _COLUMNS = ("problem", "mutant_id", "input_id", "output_index", "unit", "trial",
             "repeat_bitwise_equal_false", "fp64_comparable", "fp64_shape_match", "fp64_dtype_match", "fp64_n",
             "fp64_n_nan_out", "fp64_n_nan_ref", "fp64_n_inf_mismatch", "fp64_error")
 
-_STATUS_KIND = {"RuntimeError": "crash", "OOM": "crash", "Timeout": "timeout", "ShapeMismatch": "mismatch",
-                "DtypeMismatch": "mismatch"}
+_STATUS_KIND = {Status.RUNTIME_ERROR: "crash", Status.OOM: "crash", Status.TIMEOUT: "timeout",
+                Status.SHAPE_MISMATCH: "mismatch", Status.DTYPE_MISMATCH: "mismatch"}
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ def witness_rows(frame: pd.DataFrame, margin: Margin = Margin()) -> pd.DataFrame
     output_o, output_m = output_all[is_orig], output_all[~is_orig]
 
     # The original's status on each (problem, input): a baseline only where all its rows there are Ok.
-    orig_ok = orig["status"].to_numpy(dtype=object) == OK
+    orig_ok = orig["status"].to_numpy(dtype=object) == Status.OK
     trials = int(trial_all.max()) + 1
     has_orig = np.bincount(trial_o, minlength=trials) > 0
     orig_bad = np.bincount(trial_o[~orig_ok], minlength=trials) > 0
@@ -166,7 +166,7 @@ def witness_rows(frame: pd.DataFrame, margin: Margin = Margin()) -> pd.DataFrame
     def orig_col(values: np.ndarray, missing):
         return np.where(found, values[take], missing)
 
-    m_ok = (status == OK) & _comparable(mut)
+    m_ok = (status == Status.OK) & _comparable(mut)
     o_ok_rows = orig_ok & _comparable(orig)
     o_ok = orig_col(o_ok_rows, False).astype(bool)
     both = m_ok & o_ok & orig_trial_ok
@@ -226,7 +226,7 @@ def witness(frame: pd.DataFrame, margin: Margin = Margin(), inputs: Sequence[str
     n = len(codes)
     result = pd.DataFrame({"problem": frame["problem"].to_numpy(dtype=object)[first],
                            "mutant_id": frame["mutant_id"].to_numpy(dtype=object)[first]})
-    ok = is_mut & (frame["status"].to_numpy(dtype=object) == OK)
+    ok = is_mut & (frame["status"].to_numpy(dtype=object) == Status.OK)
     error = np.full(n, np.nan)
     errors = frame["fp64_error"].to_numpy(dtype=np.float64, na_value=np.nan)
     ok_pos, ok_err = position[unit[ok]], errors[ok]

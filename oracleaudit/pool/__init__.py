@@ -62,8 +62,10 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import torch
 
 from oracleaudit.errors import OracleAuditError
-from oracleaudit.problem import Problem, file_sha256, int_constants, load_problem_module
-from oracleaudit.shapes import (
+from oracleaudit.kernelbench import official_seeds
+from oracleaudit.files import file_sha256
+from oracleaudit.problem import Problem, int_constants, load_problem_module
+from oracleaudit.pool.shapes import (
     MIN_CHANGED,
     DroppedVariant,
     _candidate_subsets,
@@ -72,7 +74,6 @@ from oracleaudit.shapes import (
     shape_variants,
     small_sizes,
 )
-from oracleaudit.verify import official_seeds
 
 __all__ = [
     "BASES",
@@ -815,7 +816,7 @@ class PoolEntry:
 
 def pools_dir() -> Path:
     """The folder of the shipped pool files."""
-    return Path(__file__).resolve().parent / "data" / "pools"
+    return Path(__file__).resolve().parent.parent / "data" / "pools"
 
 
 def names_a_file(name_or_path: str | Path) -> bool:

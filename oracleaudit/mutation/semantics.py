@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-PRELUDE = Path(__file__).resolve().parent / "data" / "cuda_prelude.h"
+PRELUDE = Path(__file__).resolve().parent.parent / "data" / "cuda_prelude.h"
 CLANG_ARGS = ("-x", "cuda", "--cuda-device-only", "-nocudainc", "-nocudalib", "--cuda-gpu-arch=sm_90",
               "--no-cuda-version-check", "-std=c++17", "-ferror-limit=0", "-Wno-everything")
 

@@ -30,8 +30,9 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from oracleaudit.protocol import (ORIGINAL, REFERENCE, Built, Done, Failed, Fatal, Job, Memory, Ready, Rows,
+from oracleaudit.execution.protocol import (Built, Done, Failed, Fatal, Job, Memory, Ready, Rows,
                                   Started)
+from oracleaudit.status import ORIGINAL, REFERENCE, Status
 
 BUILD_TIMEOUT_S = 3600.0
 ORIGINAL_TIMEOUT_S = 600.0
@@ -43,7 +44,7 @@ class WorkerProcess:
     """A worker subprocess (worker.main) and the parent's end of its pipe."""
 
     def __init__(self, gpu: int):
-        from oracleaudit import worker
+        from oracleaudit.execution import worker
 
         context = multiprocessing.get_context("spawn")
         self.conn, child = context.Pipe()
@@ -295,7 +296,7 @@ class Supervisor:
         if not state.owed(variant, key):
             return  # the original run only to time it, or a pair already recorded
         state.take(variant, key)
-        if any(r.get("status") == "OOM" for r in message.rows) and not state.job.exclusive and shared():
+        if any(r.get("status") == Status.OOM for r in message.rows) and not state.job.exclusive and shared():
             state.alone.setdefault(variant, []).append(key)
             return
         self.on_rows(variant, list(message.rows))
@@ -310,7 +311,7 @@ class Supervisor:
 
     def _cap_crashes(self, state: _Slice, result: SliceResult, variant: str, key: str) -> None:
         if self.max_crashes and state.crashes[variant] > self.max_crashes:
-            self._record_inferred(state, result, variant, "RuntimeError", "NotRun",
+            self._record_inferred(state, result, variant, Status.RUNTIME_ERROR, "NotRun",
                                   f"not run: the variant crashed the CUDA context on {state.crashes[variant]} "
                                   f"inputs (last {key}); more than --max-crashes {self.max_crashes}")
 
@@ -331,9 +332,9 @@ class Supervisor:
                 return "failed"
             return "restart"
         state.take(variant, key)
-        self.on_rows(variant, [failure_row(job, variant, key, "Timeout", "TimeoutError", waited)])
+        self.on_rows(variant, [failure_row(job, variant, key, Status.TIMEOUT, "TimeoutError", waited)])
         result.pairs += 1
-        self._record_inferred(state, result, variant, "Timeout", "TimeoutError",
+        self._record_inferred(state, result, variant, Status.TIMEOUT, "TimeoutError",
                               f"not run: the variant hung on {key} ({waited})")
         return "restart"
 
@@ -355,7 +356,7 @@ class Supervisor:
             return "restart"
         state.crashes[variant] += 1
         state.take(variant, key)
-        self.on_rows(variant, [failure_row(job, variant, key, "RuntimeError", "WorkerDied",
+        self.on_rows(variant, [failure_row(job, variant, key, Status.RUNTIME_ERROR, "WorkerDied",
                                            f"the worker process died (exit code {exitcode})")])
         result.pairs += 1
         self._cap_crashes(state, result, variant, key)

@@ -40,8 +40,10 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from oracleaudit.protocol import (ORIGINAL, REFERENCE, WEIGHT_SEED, Built, Done, Failed, Fatal, Job, Memory, Ready,
+from oracleaudit.execution.protocol import (Built, Done, Failed, Fatal, Job, Memory, Ready,
                                   Rows, Started)
+from oracleaudit.kernelbench import WEIGHT_SEED
+from oracleaudit.status import ORIGINAL, REFERENCE, Status
 
 HOST_BUDGET_BYTES = 4 << 30  # a worker's host copies of one group's inputs and references
 TEMPLATE_BUDGET_BYTES = 4 << 30  # input by input: every variant's template model, on the host
@@ -86,7 +88,7 @@ def is_out_of_memory(err: BaseException) -> bool:
 
 
 def _status_of(err: BaseException) -> str:
-    return "OOM" if is_out_of_memory(err) else "RuntimeError"
+    return Status.OOM if is_out_of_memory(err) else Status.RUNTIME_ERROR
 
 
 def first_line(err: BaseException) -> str:
@@ -168,7 +170,7 @@ class HostEntry:
 
     @property
     def bytes(self) -> int:
-        from oracleaudit.references import tensor_bytes
+        from oracleaudit.execution.references import tensor_bytes
 
         return tensor_bytes(self.inputs) + tensor_bytes(self.ref32) + tensor_bytes(self.ref64)
 
@@ -227,7 +229,7 @@ class ModelTemplates:
         return model.to(self.device) if self.on_host else model
 
     def bytes(self) -> int:
-        from oracleaudit.references import tensor_bytes
+        from oracleaudit.execution.references import tensor_bytes
 
         total = 0
         for template in self.templates.values():
@@ -286,7 +288,7 @@ class JobRun:
     def __init__(self, job: Job, send: Callable[[Any], None]):
         import torch
 
-        from oracleaudit.references import ReferenceCache
+        from oracleaudit.execution.references import ReferenceCache
 
         self.job = job
         self.send = send
@@ -304,10 +306,11 @@ class JobRun:
     def run(self) -> None:
         import torch
 
-        from oracleaudit import build as builds
+        from oracleaudit.execution import build as builds
         from oracleaudit.mutant import Mutant
         from oracleaudit.pool import Pool
-        from oracleaudit.problem import file_sha256, problem_at
+        from oracleaudit.files import file_sha256
+        from oracleaudit.problem import problem_at
 
         job = self.job
         torch.cuda.reset_peak_memory_stats(self.device)
@@ -323,7 +326,7 @@ class JobRun:
         for key, message in unbuildable.items():
             for input_key in sorted(self.todo.pop(key, ())):
                 self.send(Started(key, input_key))
-                self.send(Rows(key, input_key, (row(key, job.problem, job.entry(input_key), 0, "BuildError",
+                self.send(Rows(key, input_key, (row(key, job.problem, job.entry(input_key), 0, Status.BUILD_ERROR,
                                                     "BuildError", message, None, None, self.mode, None, None),)))
         originals = set().union(*self.todo.values()) if self.todo else set()
         if job.time_original and ORIGINAL not in self.todo and originals:
@@ -416,7 +419,7 @@ class JobRun:
         self.pending_references.discard(gpu.key)
         with self.clock("evidence"):
             evidence, _ = measure_many(list(zip(gpu.ref32, gpu.ref64)), engine=job.evidence_engine)
-            rows = tuple(row(REFERENCE, job.problem, job.entry(gpu.key), index, "Ok", None, None, None, None,
+            rows = tuple(row(REFERENCE, job.problem, job.entry(gpu.key), index, Status.OK, None, None, None, None,
                              self.mode, None, ev) for index, ev in enumerate(evidence))
         self.send(Rows(REFERENCE, gpu.key, rows))
 
@@ -425,7 +428,7 @@ class JobRun:
     def _host_entry(self, entry) -> HostEntry:
         """The entry's inputs and references on the host: kept (within the budget), or cached on disk, or
         computed."""
-        from oracleaudit.references import reference_key
+        from oracleaudit.execution.references import reference_key
 
         if entry.key in self.host:
             self.host.move_to_end(entry.key)
@@ -502,7 +505,7 @@ class JobRun:
     # ---- one pair --------------------------------------------------------------------------------------
 
     def _solution(self, variant):
-        from oracleaudit import build as builds
+        from oracleaudit.execution import build as builds
 
         if variant.key not in self.solutions:
             with self.clock("load"):
@@ -569,7 +572,7 @@ class JobRun:
             if context_alive():
                 raise
             traceback.print_exc()
-            self._fatal(variant, entry, [row(variant.key, job.problem, where, 0, "RuntimeError", type(err).__name__,
+            self._fatal(variant, entry, [row(variant.key, job.problem, where, 0, Status.RUNTIME_ERROR, type(err).__name__,
                                              first_line(err), None, None, self.mode, None, None)], err)
         self._send_rows(variant, entry, rows)
 
@@ -602,7 +605,7 @@ class JobRun:
         if len(first) != len(gpu.ref32):
             timing[1].synchronize()
             self._intact()
-            return [row(key, job.problem, where, 0, "ShapeMismatch", None, f"{len(first)} outputs, reference has "
+            return [row(key, job.problem, where, 0, Status.SHAPE_MISMATCH, None, f"{len(first)} outputs, reference has "
                         f"{len(gpu.ref32)}", timing[0].elapsed_time(timing[1]), None, self.mode, None, None)]
         with self.clock("evidence"):
             items, repeats = [], []
@@ -627,11 +630,11 @@ class JobRun:
                 evidence, _ = measure_many(items, engine=job.evidence_engine)
         rows = []
         for index, (out, r32) in enumerate(zip(first[:len(same)], gpu.ref32)):
-            status = "Ok"
+            status = Status.OK
             if out.shape != r32.shape:
-                status = "ShapeMismatch"
+                status = Status.SHAPE_MISMATCH
             elif out.dtype != r32.dtype:
-                status = "DtypeMismatch"
+                status = Status.DTYPE_MISMATCH
             rows.append(row(key, job.problem, where, index, status, None, None, elapsed, same[index], self.mode,
                             evidence[2 * index], evidence[2 * index + 1]))
         return rows

@@ -35,9 +35,10 @@ from typing import Callable
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.mutant import PENDING, Mutant, read_mutants
 from oracleaudit.problem import problem_at
-from oracleaudit.protocol import ORIGINAL, REFERENCE, Job
-from oracleaudit.supervisor import MAX_CRASHES, ORIGINAL_TIMEOUT_S, Supervisor  # noqa: F401 (re-exported)
-from oracleaudit.worker import usable_cpus
+from oracleaudit.execution.protocol import Job
+from oracleaudit.status import ORIGINAL, REFERENCE
+from oracleaudit.execution.supervisor import MAX_CRASHES, ORIGINAL_TIMEOUT_S, Supervisor  # noqa: F401 (re-exported)
+from oracleaudit.execution.worker import usable_cpus
 
 JOB_SIZE = 48  # variants per slice; every slice loads the extension and runs the original once
 FLUSH_S = 2.0  # seconds between commits of buffered rows
@@ -90,7 +91,7 @@ def plan_jobs(mutants: list[Mutant], pool: str, build_root: Path, done: set[tupl
     by id, a deterministic sample), each on the pool inputs without a row in `done` ((problem, mutant_id,
     input_id) triples). Returns the jobs, error lines, and how many pairs are already recorded."""
     from oracleaudit.pool import Pool, names_a_file
-    from oracleaudit.problem import file_sha256
+    from oracleaudit.files import file_sha256
 
     by_source: dict[tuple[str, str | None], list[Mutant]] = defaultdict(list)
     for mutant in mutants:
@@ -308,7 +309,7 @@ def _prebuild(job: Job) -> tuple[float, bool, dict[str, str]]:
     """Build a job's extensions so its workers find them built (CPU work); returns the seconds spent,
     whether it built, and the mutants whose clones do not build. A failure is left to the worker, which
     meets it again and reports it."""
-    from oracleaudit import build as builds
+    from oracleaudit.execution import build as builds
 
     started = time.perf_counter()
     try:
@@ -472,7 +473,7 @@ class Scheduler:
         self.stop = threading.Event()
         self.work = WorkQueue()
         self.lock = threading.Lock()
-        from oracleaudit.admission import WORKER_OVERHEAD_BYTES, GpuMemory
+        from oracleaudit.execution.admission import WORKER_OVERHEAD_BYTES, GpuMemory
 
         self.overhead = WORKER_OVERHEAD_BYTES
         self.memory = [GpuMemory(torch.cuda.get_device_properties(i).total_memory, workers_per_gpu)

@@ -67,18 +67,19 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import torch
 
 from oracleaudit.errors import OracleAuditError
+from oracleaudit.files import file_sha256, write_atomic
+from oracleaudit.kernelbench import WEIGHT_SEED, official_seeds
 from oracleaudit.problem import (
     Pair,
     Problem,
     Unpaired,
     bundled_root,
-    file_sha256,
     first_line,
     load_problem_module,
     load_solution_module,
     pair_solutions,
 )
-from oracleaudit.shapes import ShapeVariant, ShapeVariants, shape_variants
+from oracleaudit.pool.shapes import ShapeVariant, ShapeVariants, shape_variants
 
 __all__ = [
     "ATOL",
@@ -95,7 +96,6 @@ __all__ = [
     "excess",
     "make_inputs",
     "merge_records",
-    "official_seeds",
     "plan_checks",
     "read_records",
     "verify_pair",
@@ -107,9 +107,6 @@ RECORDS_FILE = "verification.jsonl"
 ATOL = 1e-4
 RTOL = 1e-4
 FP32_MARGIN = 4.0
-TRIALS = 5
-TRIAL_SEED = 42
-WEIGHT_SEED = 42
 INPUT_SEED = 42
 LARGE_SCALE = 1e3
 MAX_JOBS_PER_BUILD = 2
@@ -131,12 +128,6 @@ class Check:
     distribution: str
     seed: int
     variant: ShapeVariant
-
-
-def official_seeds(trials: int = TRIALS, seed: int = TRIAL_SEED) -> list[int]:
-    """KernelBench's trial seeds: `torch.randint(0, 2**32 - 1)` drawn `trials` times after seeding `seed`."""
-    generator = torch.Generator().manual_seed(seed)
-    return [int(torch.randint(0, 2**32 - 1, (1,), generator=generator).item()) for _ in range(trials)]
 
 
 def plan_checks(variants: ShapeVariants) -> list[Check]:
@@ -528,16 +519,7 @@ def merge_records(path: Path, records: Iterable[dict[str, Any]]) -> None:
     for record in records:
         merged[_record_key(record, f"record for {path}")] = record
     lines = [json.dumps(merged[key], sort_keys=True, allow_nan=False) + "\n" for key in sorted(merged)]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.writelines(lines)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_atomic(path, "".join(lines), sync=True)
 
 
 # ---------------------------------------------------------------------------------------------------------

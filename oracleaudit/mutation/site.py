@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from oracleaudit.catalog import Predicate, Rule
-from oracleaudit.cudatree import CudaTree
-from oracleaudit.semantics import TypeFacts
+from oracleaudit.mutation.catalog import Predicate, Rule
+from oracleaudit.mutation.cudatree import CudaTree
+from oracleaudit.mutation.semantics import TypeFacts
 
 _LOOPS = {"for_statement", "while_statement", "do_statement", "for_range_loop"}
 _NUMBER = re.compile(r"^\s*(?P<body>(?:0[xX][0-9a-fA-F]+|\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?))"

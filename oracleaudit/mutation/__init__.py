@@ -9,16 +9,16 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from oracleaudit import compiler
-from oracleaudit.catalog import Rule, load_catalog, select_rules
-from oracleaudit.cudatree import CudaTree
+from oracleaudit.mutation import compiler
+from oracleaudit.mutation.catalog import Rule, load_catalog, select_rules
+from oracleaudit.mutation.cudatree import CudaTree
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.mutant import (COMPILE_ERROR, DUPLICATE, EQUIVALENT, PENDING, STATUSES, Mutant, mutant_id,
                                 write_mutants)
 from oracleaudit.problem import bundled_root, pair_solutions
 from oracleaudit.progress import progress_bar
-from oracleaudit.semantics import analyse
-from oracleaudit.site import find_sites
+from oracleaudit.mutation.semantics import analyse
+from oracleaudit.mutation.site import find_sites
 from oracleaudit.source import CudaUnit, line_col, load_units
 
 DEVICE_BATCH = 48

@@ -35,8 +35,8 @@ from oracleaudit.cache import held
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.mutant import Mutant
 from oracleaudit.source import CudaUnit, load_units
+from oracleaudit.status import ORIGINAL
 
-ORIGINAL = "original"
 MAX_VARIANTS_PER_EXTENSION = 256  # with <torch/types.h> a clone adds little to a ~35 s build (bench/build_cost.py)
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[^\n]*", re.M)
 _HEAVY_HEADER = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/(extension|torch)\.h[>"]')

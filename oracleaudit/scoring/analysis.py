@@ -16,9 +16,9 @@ import torch
 
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.evidence import DEFAULT_GRID
-from oracleaudit.oracle import InputSelector, Oracle, Stage
+from oracleaudit.scoring.oracle import InputSelector, Oracle, Stage
 from oracleaudit.scoring import _SEED, FAIL, SKIP, Audit, _group, _rate, judge_rows
-from oracleaudit.store import OK, ORIGINAL, REFERENCE
+from oracleaudit.status import ORIGINAL, REFERENCE, Status
 
 __all__ = ["aggressiveness", "attribution", "blind_band", "input_family", "problem_sizes", "reduction_size",
            "scale", "tolerance_curve", "unrefereeable"]
@@ -82,7 +82,7 @@ def problem_sizes(audit: Audit) -> dict[str, tuple[int, str]]:
     from oracleaudit.problem import load_problem_module
 
     f = audit.obs.frame
-    originals = f[(f["mutant_id"] == ORIGINAL).to_numpy() & (f["status"] == OK).to_numpy()]
+    originals = f[(f["mutant_id"] == ORIGINAL).to_numpy() & (f["status"] == Status.OK).to_numpy()]
     sizes: dict[str, tuple[int, str]] = {}
     files = audit.mutants.drop_duplicates("problem").set_index("problem")["problem_file"]
     for problem, path in files.items():
@@ -124,7 +124,7 @@ def blind_band(audit: Audit, oracle: Oracle, sizes: Mapping[str, tuple[int, str]
     p = "fp64_" if oracle.reference.precision == "fp64" else "fp32_"
     judged = v.rows
     rows = judged["row"].to_numpy()
-    ok = (f["status"].to_numpy(dtype=object)[rows] == OK)
+    ok = (f["status"].to_numpy(dtype=object)[rows] == Status.OK)
     err = pd.DataFrame({"unit": f["unit"].to_numpy()[rows][ok], "e": audit.obs.error(p)[rows][ok]})
     worst = err.groupby("unit")["e"].max()
     if sizes is None:
@@ -220,7 +220,7 @@ def unrefereeable(audit: Audit, oracle: Oracle) -> dict[str, Any]:
     if oracle.reference.precision == "fp64":
         return {"oracle": oracle.name, "problems": [], "note": "the oracle's reference is the fp64 one"}
     f = audit.obs.frame
-    refs = np.flatnonzero((f["mutant_id"] == REFERENCE).to_numpy() & (f["status"] == OK).to_numpy())
+    refs = np.flatnonzero((f["mutant_id"] == REFERENCE).to_numpy() & (f["status"] == Status.OK).to_numpy())
     judged = judge_rows(audit, oracle, refs, prefix="fp64_")
     failed = judged[judged["state"] == FAIL]
     problems = []

@@ -1,0 +1,1 @@
+"""The dataset stage: the bundled problems' verification records (`oracleaudit verify`)."""
