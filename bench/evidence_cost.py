@@ -1,4 +1,4 @@
-"""Benchmark: what one `evidence.measure` call costs with each engine, beside one `torch.allclose` on the
+"""Benchmark: what one `measure.measure` call costs with each engine, beside one `torch.allclose` on the
 same tensors.
 
 For fp32 outputs of several sizes and two kinds of error ("noise": an fp32 kernel's few ulps of relative
@@ -21,7 +21,7 @@ import time
 
 import torch
 
-from oracleaudit.evidence import measure
+from oracleaudit.execution.measure import measure
 
 
 ERRORS = ("noise", "scaled")

@@ -3,7 +3,7 @@ oracleaudit's vectorised engine and by a straightforward per-observation Python 
 
     python bench/rescore.py [--mutants 10000] [--inputs 64] [--problems 200] [--keep DIR]
 
-The store is generated once into a temporary folder: a few thousand real evidence rows (`evidence.measure`
+The store is generated once into a temporary folder: a few thousand real evidence rows (`measure.measure`
 on random CPU tensors: originals with fp32 rounding noise, mutants with large errors, tiny errors, NaN,
 all-zero outputs, shape mismatches, crashes, timeouts, non-deterministic repeats) are tiled over the
 (problem, mutant, input) keys. Printed: the time to load the store (Parquet → columns, witness), the time
@@ -25,7 +25,8 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from oracleaudit.evidence import ErrorEvidence, measure
+from oracleaudit.evidence import ErrorEvidence
+from oracleaudit.execution.measure import measure
 from oracleaudit.mutant import PENDING, Mutant, write_mutants
 from oracleaudit.scoring.oracle import Oracle
 from oracleaudit.pool import Pool

@@ -37,12 +37,14 @@ def naive_one(args) -> float:
 def _naive(mutant_record, pool_name, workdir, gpu) -> None:
     import torch
 
-    from oracleaudit.evidence import measure
+    from oracleaudit.execution.measure import measure
     from oracleaudit.mutant import Mutant
     from oracleaudit.pool import Pool
     from oracleaudit.problem import load_solution_module
     from oracleaudit.problem import problem_at
-    from oracleaudit.execution.worker import WEIGHT_SEED, _double, entry_init, tensors
+    from oracleaudit.execution.worker import entry_init
+    from oracleaudit.kernelbench import WEIGHT_SEED
+    from oracleaudit.tensors import tensors, to_double
 
     mutant = Mutant(**mutant_record)
     source = Path(mutant.source)
@@ -69,7 +71,7 @@ def _naive(mutant_record, pool_name, workdir, gpu) -> None:
         with torch.no_grad():
             outs = tensors(model_new(*inputs))
             refs = tensors(model(*inputs))
-            refs64 = tensors(model64(*[_double(x) for x in inputs]))
+            refs64 = tensors(model64(*to_double(inputs)))
         for out, r32, r64 in zip(outs, refs, refs64):
             measure(out, r32, engine="auto")  # the engine `oracleaudit run` uses by default
             measure(out, r64, engine="auto")

@@ -31,7 +31,7 @@ KEY = ["problem", "mutant_id", "input_id", "output_index"]
 
 
 def _engines(text: str) -> list[str]:
-    from oracleaudit.evidence import ENGINES
+    from oracleaudit.execution.measure import ENGINES
 
     values = text.split(",")
     if any(v not in ENGINES for v in values) or len(set(values)) != len(values):

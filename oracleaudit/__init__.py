@@ -19,7 +19,7 @@ _EXPORTS = {
     "verify_solutions": "oracleaudit.dataset.verify",
     "Pool": "oracleaudit.pool",
     "run": "oracleaudit.execution",
-    "measure": "oracleaudit.evidence",
+    "measure": "oracleaudit.execution.measure",
     "ErrorEvidence": "oracleaudit.evidence",
     "EvidenceStore": "oracleaudit.store",
     "Oracle": "oracleaudit.scoring.oracle",

@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from typing import Any, Callable
+from typing import Callable
 
 from oracleaudit.errors import OracleAuditError
 
 Handler = Callable[[argparse.Namespace], int]
-
-
-def print_json(obj: Any) -> None:
-    """Print `obj` as stable, sorted JSON on stdout (the --json output mode of every command)."""
-    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -40,7 +40,7 @@ def register_verify(sub: argparse._SubParsersAction) -> None:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from oracleaudit.cli import print_json
+    from oracleaudit.terminal import print_json
     from oracleaudit.dataset.verify import verify_solutions
 
     report = verify_solutions(args.paths, problems_root=args.problems, out=args.out, jobs=args.jobs,
@@ -78,9 +78,9 @@ def register_mutate(sub: argparse._SubParsersAction) -> None:
 def _run_mutate(args: argparse.Namespace) -> int:
     from oracleaudit import mutation
     from oracleaudit.mutation.catalog import load_catalog
-    from oracleaudit.cli import print_json
+    from oracleaudit.terminal import print_json
     from oracleaudit.errors import OracleAuditError
-    from oracleaudit import terminal as report_text
+    from oracleaudit import terminal
 
     if args.jobs is not None and args.jobs < 1:
         raise OracleAuditError(f"--jobs must be ≥ 1, got {args.jobs}")
@@ -88,7 +88,7 @@ def _run_mutate(args: argparse.Namespace) -> int:
         families = load_catalog(args.catalog)
         rows = [{"family": f.name, "rule": r.name, "scope": r.scope, "description": r.description}
                 for f in families for r in f.rules]
-        print_json(rows) if args.json else report_text.table(
+        print_json(rows) if args.json else terminal.table(
             "Mutation rules", ["family", "rule", "scope", "description"], [list(r.values()) for r in rows])
         return 0
     if not args.list and args.out is None:
@@ -105,7 +105,7 @@ def _run_mutate(args: argparse.Namespace) -> int:
         if args.json:
             print_json({"solutions": result.solutions, "candidates": rows, "errors": result.errors})
         else:
-            report_text.table(f"{len(rows)} candidate mutants", ["id", "rule", "location", "original", "replacement"],
+            terminal.table(f"{len(rows)} candidate mutants", ["id", "rule", "location", "original", "replacement"],
                               [[r["id"], r["rule"], r["location"], r["original"], r["replacement"]] for r in rows])
         return 0
     summary = result.summary()
@@ -113,7 +113,7 @@ def _run_mutate(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summary)
     else:
-        report_text.mutate_summary(summary)
+        terminal.mutate_summary(summary)
     return 0
 
 
@@ -160,9 +160,9 @@ def register_run(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_run(args: argparse.Namespace) -> int:
-    from oracleaudit import terminal as report_text
+    from oracleaudit import terminal
     from oracleaudit import execution as runner
-    from oracleaudit.cli import print_json
+    from oracleaudit.terminal import print_json
 
     result = runner.run(args.mutants, args.out, pool=args.pool, gpus=args.gpus, backend=args.backend,
                         scheduler=args.scheduler, timeout_factor=args.timeout_factor,
@@ -175,8 +175,8 @@ def _run_run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summary)
     else:
-        report_text.table("Observations", ["status", "count"], sorted(summary["observations_by_status"].items()))
-        report_text.table("Seconds by phase", ["phase", "seconds"], sorted(summary["phases"].items()))
+        terminal.table("Observations", ["status", "count"], sorted(summary["observations_by_status"].items()))
+        terminal.table("Seconds by phase", ["phase", "seconds"], sorted(summary["phases"].items()))
         busy = summary["gpu_busy_fraction"]
         print(f"{summary['variants_run']} variants on {summary['pairs_run']} (variant, input) pairs "
               f"({summary['inferred_rows']} rows inferred), {summary['pairs_skipped']} pairs already recorded; "
@@ -202,7 +202,7 @@ def register_merge(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_merge(args: argparse.Namespace) -> int:
-    from oracleaudit.cli import print_json
+    from oracleaudit.terminal import print_json
     from oracleaudit.store import merge_stores
 
     summary = merge_stores(args.into, args.stores, compact=args.compact)
@@ -278,9 +278,9 @@ def register_score(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_score(args: argparse.Namespace) -> int:
-    from oracleaudit import terminal as report_text
+    from oracleaudit import terminal
     from oracleaudit import scoring
-    from oracleaudit.cli import print_json
+    from oracleaudit.terminal import print_json
     from oracleaudit.errors import OracleAuditError
 
     if args.fail_under is not None and not 0 <= args.fail_under <= 1:
@@ -296,7 +296,7 @@ def _run_score(args: argparse.Namespace) -> int:
     if args.json:
         print_json(results[0] if len(results) == 1 else results)
     else:
-        report_text.table(f"Oracles ({results[0]['mutants']} mutants, {results[0]['problems']} problems)",
+        terminal.table(f"Oracles ({results[0]['mutants']} mutants, {results[0]['problems']} problems)",
                           ["oracle", "witnessed", "killed", "detection", "escaped", "unobserved", "false alarms"],
                           [[r["oracle"], r["witnessed"], r["killed"], _pct(r["detection"]), r["escaped"],
                             r["unobserved"], r["false_alarms"]] for r in results])
@@ -309,13 +309,13 @@ def _run_score(args: argparse.Namespace) -> int:
                 print(f"oracleaudit: {r['oracle']}: {r['inexact_verdicts']} verdicts cannot be proven from the "
                       "evidence (see scoring.py)", file=sys.stderr)
         families = sorted({f for r in results for f in r["by_family"]})
-        report_text.table("Detection by family", ["family", *[r["oracle"] for r in results]],
+        terminal.table("Detection by family", ["family", *[r["oracle"] for r in results]],
                           [[f, *[_cell(r["by_family"].get(f)) for r in results]] for f in families])
         for name in args.by:
             if name == "family":
                 continue
             keys = sorted({k for r in results for k in r[f"by_{name}"]})
-            report_text.table(f"Detection by {name}", [name, *[r["oracle"] for r in results]],
+            terminal.table(f"Detection by {name}", [name, *[r["oracle"] for r in results]],
                               [[k, *[_cell(r[f"by_{name}"].get(k)) for r in results]] for k in keys])
         for r in results:
             if r.get("warning"):
@@ -361,7 +361,7 @@ def register_oracles(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_oracles(args: argparse.Namespace) -> int:
-    from oracleaudit.cli import print_json
+    from oracleaudit.terminal import print_json
     from oracleaudit.scoring.oracle import Oracle, catalog
 
     oracles = [Oracle.load(name) for name in catalog()]
@@ -398,9 +398,9 @@ def register_analyze(sub: argparse._SubParsersAction) -> None:
 
 def _run_analyze(args: argparse.Namespace) -> int:
     from oracleaudit.scoring import analysis
-    from oracleaudit import terminal as report_text
+    from oracleaudit import terminal
     from oracleaudit import scoring
-    from oracleaudit.cli import print_json
+    from oracleaudit.terminal import print_json
     from oracleaudit.errors import OracleAuditError
 
     oracles = _oracles(args.oracle)
@@ -418,7 +418,7 @@ def _run_analyze(args: argparse.Namespace) -> int:
             rows = [[f"{t:g}", _pct(d), str(fa), *[_pct(result["by_family"][f][i]) for f in families]]
                     for i, (t, d, fa) in enumerate(zip(result["tolerances"], result["detection"],
                                                        result["false_alarms"]))]
-            _plain_table(f"{oracle.name}: detection of witnessed mutants vs tolerance (atol = rtol)",
+            terminal.plain_table(f"{oracle.name}: detection of witnessed mutants vs tolerance (atol = rtol)",
                          ["tolerance", "all", "false alarms", *families], rows)
             return 0
         table = None
@@ -454,13 +454,5 @@ def _run_analyze(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
     else:
-        report_text.table(*table)
+        terminal.table(*table)
     return 0
-
-
-def _plain_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
-    """A table of aligned columns that is never truncated (for wide analyses)."""
-    widths = [max(len(str(c)), *(len(str(r[i])) for r in rows)) for i, c in enumerate(columns)]
-    print(title)
-    for line in [columns, ["-" * w for w in widths], *rows]:
-        print("  ".join(str(v).rjust(w) if i else str(v).ljust(w) for i, (v, w) in enumerate(zip(line, widths))))

@@ -61,7 +61,6 @@ rounding, but CUDA's kernels are not proven to round identically.
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, fields
 from typing import Any, Mapping, Sequence
@@ -77,24 +76,17 @@ __all__ = [
     "MAX_HULL_POINTS",
     "ErrorEvidence",
     "arrow_fields",
-    "fetch",
+    "convex_chain",
+    "frozen",
     "grid_key",
-    "measure",
-    "measure_many",
+    "margins",
+    "replay_fails",
 ]
 
 DEFAULT_GRID: tuple[float, ...] = tuple(float(f"{m}e{e}") for e in range(-7, -1) for m in (1, 2, 5)) + (0.1,)
 MAX_HULL_POINTS = 256
-ENGINES = ("auto", "fused", "torch")
 
-# The hull's first filter bins r: SUB_BINS bins per binade. frexp's exponent e of a positive finite float64
-# is in [-1073, 1024]; a bin code is SUB_BINS·e + (0 … SUB_BINS−1); bin 0 holds r = 0, code c is bin
-# c − _CODE_LOW + 1. data/evidence_kernels.cu bins the same way.
-SUB_BINS = 64
-_CODE_LOW, _CODE_HIGH = -1073 * SUB_BINS, 1024 * SUB_BINS + SUB_BINS - 1
-_N_BINS = _CODE_HIGH - _CODE_LOW + 2
-
-_DTYPES = {str(t).removeprefix("torch."): t for t in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}
+DTYPES = {str(t).removeprefix("torch."): t for t in (torch.float16, torch.bfloat16, torch.float32, torch.float64)}
 
 
 def grid_key(t: float) -> str:
@@ -103,7 +95,7 @@ def grid_key(t: float) -> str:
     return short if float(short) == t else repr(float(t))
 
 
-def _margins(dtype: torch.dtype) -> tuple[float, float, float, float]:
+def margins(dtype: torch.dtype) -> tuple[float, float, float, float]:
     """(u, s, relative margin, absolute margin) of a comparison dtype: unit roundoff, smallest subnormal."""
     info = torch.finfo(dtype)
     u = info.eps / 2
@@ -186,11 +178,7 @@ class ErrorEvidence:
         return None
 
     def _replay(self, atol: float, rtol: float) -> bool:
-        dtype = _DTYPES[self.compare_dtype]
-        r = torch.tensor(self.hull_r, dtype=torch.float64).to(dtype)  # exact: the values came from dtype
-        d = torch.tensor(self.hull_d, dtype=torch.float64).to(dtype)
-        allowed = atol + (rtol * r).abs()  # the operations of torch.isclose, in its order
-        return bool((torch.isfinite(d) & (d <= allowed)).all())
+        return not replay_fails(self.hull_r, self.hull_d, self.compare_dtype, atol, rtol).any()
 
     def allclose(self, atol: float, rtol: float, equal_nan: bool = False) -> bool:
         """`torch.allclose(out, ref, rtol=rtol, atol=atol, equal_nan=equal_nan)`, from the evidence: exact
@@ -206,8 +194,8 @@ class ErrorEvidence:
             return True
         if not self._replay(atol, rtol):
             return True  # a stored, real point fails
-        u, s, _, _ = _margins(_DTYPES[self.compare_dtype])
-        vr, vd = _chain(self.hull_r, self.hull_d)
+        u, s, _, _ = margins(DTYPES[self.compare_dtype])
+        vr, vd = convex_chain(self.hull_r, self.hull_d)
         with np.errstate(over="ignore", invalid="ignore"):
             low = (1 - 8 * u) * (atol + rtol * vr) - 8 * s  # a lower bound of g(r) at the breakpoints
             high = (1 + self.hull_slack) * vd * (1 + 1e-12)
@@ -275,7 +263,7 @@ class ErrorEvidence:
             values[name] = tuple(int(x) for x in values[name])
         for name in ("hull_r", "hull_d"):
             if values[name] is not None:
-                values[name] = _frozen(np.asarray(values[name], dtype=np.float64))
+                values[name] = frozen(np.asarray(values[name], dtype=np.float64))
         for name in ("n", "n_unequal", "n_nan_out", "n_nan_ref", "n_nan_both", "n_inf_mismatch", "n_inf_equal",
                      "n_overflow"):
             if values[name] is not None:
@@ -324,270 +312,23 @@ def _missing(value: Any) -> bool:
         return False
 
 
-def _frozen(array: np.ndarray) -> np.ndarray:
+def frozen(array: np.ndarray) -> np.ndarray:
+    """The array, read-only (evidence is immutable)."""
     array.setflags(write=False)
     return array
 
 
-# ---- measuring ------------------------------------------------------------------------------------------
+def replay_fails(r: np.ndarray, d: np.ndarray, compare_dtype: str, atol: float, rtol: float) -> np.ndarray:
+    """Per hull point (r = |ref|, d = |out − ref| as stored, float64 holding `compare_dtype` values): whether
+    it fails `torch.isclose` with (atol, rtol), computed with PyTorch's own operations in `compare_dtype`
+    (exact: the values came from that dtype), in torch.isclose's order."""
+    dtype = DTYPES[str(compare_dtype)]
+    rt = torch.from_numpy(np.asarray(r, dtype=np.float64)).to(dtype)
+    dt = torch.from_numpy(np.asarray(d, dtype=np.float64)).to(dtype)
+    allowed = float(atol) + (float(rtol) * rt).abs()
+    return (~(torch.isfinite(dt) & (dt <= allowed))).numpy()
 
-
-def measure(out: torch.Tensor, ref: torch.Tensor, *, expected_dtype: torch.dtype | None = None,
-            tolerance_grid: Sequence[float] = DEFAULT_GRID, engine: str = "torch") -> ErrorEvidence:
-    """The exact error evidence of `out` against `ref`. `expected_dtype` is the dtype `out` must have;
-    by default ref's, except that any floating-point `out` may be measured against a float64 reference
-    (the fp64 reference; pass the fp32 reference's dtype to check the output's dtype there too). `engine`:
-    "torch" (default), "auto" (the fused kernels where they apply and are built, else torch) or "fused"
-    (an error where they cannot be used)."""
-    (evidence,), _ = measure_many([(out, ref, expected_dtype)], tolerance_grid=tolerance_grid, engine=engine)
-    return evidence
-
-
-def measure_many(items: Sequence[tuple], *, tolerance_grid: Sequence[float] = DEFAULT_GRID, engine: str = "torch",
-                 extra: Sequence[torch.Tensor] = ()) -> tuple[list[ErrorEvidence], list[np.ndarray]]:
-    """`measure` of each item — (out, ref) or (out, ref, expected_dtype) — and the `extra` tensors (of the
-    items' device) brought to the host: the fused kernels' results of every item and the extra tensors come
-    back in ONE transfer, one synchronisation where `measure` one by one would make one per item. Items the
-    fused kernels do not take are measured afterwards, one by one. Returns the evidences in item order and
-    the extra tensors as numpy arrays."""
-    if engine not in ENGINES:
-        raise OracleAuditError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    grid = tuple(float(t) for t in tolerance_grid)
-    if not grid or any(not (t > 0 and math.isfinite(t)) for t in grid) or len(set(grid)) != len(grid):
-        raise OracleAuditError(f"tolerance_grid must be distinct finite values > 0, got {list(tolerance_grid)}")
-    results: list[ErrorEvidence | None] = [None] * len(items)
-    launched, later = [], []
-    for index, (out, ref, *rest) in enumerate(items):
-        header, a, b = _prepared(out, ref, rest[0] if rest else None, grid)
-        if a is None:
-            results[index] = ErrorEvidence(**header)
-            continue
-        kernels = _kernels(a, grid, engine)
-        if kernels is None:
-            later.append((index, a, b, header))
-        else:
-            launched.append((index, kernels.launch(a, b, grid), a, b, header))
-    host = fetch([run.head_view() for _, run, *_ in launched] + list(extra))
-    for (index, run, a, b, header), values in zip(launched, host):
-        results[index] = _measure_fused(run.finish(values), a, b, header, grid)
-    for index, a, b, header in later:
-        with torch.no_grad():
-            results[index] = _measure(a, b, header, grid)
-    return results, host[len(launched):]
-
-
-_NUMPY = {torch.float64: np.float64, torch.float32: np.float32, torch.float16: np.float16, torch.int64: np.int64,
-          torch.int32: np.int32, torch.int16: np.int16, torch.uint8: np.uint8, torch.int8: np.int8,
-          torch.bool: np.bool_}
-
-
-def fetch(tensors: Sequence[torch.Tensor]) -> list[np.ndarray]:
-    """Tensors on the host in one transfer (their bytes concatenated on the first one's device, each padded to
-    8 bytes), as flat numpy arrays of their dtypes."""
-    chunks, spans, offset = [], [], 0
-    for t in tensors:
-        if t.dtype not in _NUMPY:
-            raise OracleAuditError(f"fetch: no numpy dtype for {t.dtype}")
-        flat = t.detach().contiguous().reshape(-1).view(torch.uint8).to(tensors[0].device)
-        pad = (-flat.numel()) % 8
-        chunks.append(flat)
-        if pad:
-            chunks.append(torch.zeros(pad, dtype=torch.uint8, device=flat.device))
-        spans.append((offset, flat.numel(), t.dtype))
-        offset += flat.numel() + pad
-    if not chunks:
-        return []
-    host = torch.cat(chunks).cpu().numpy()
-    return [host[start:start + size].view(_NUMPY[dtype]) for start, size, dtype in spans]
-
-
-def _prepared(out: torch.Tensor, ref: torch.Tensor, expected_dtype: torch.dtype | None,
-              grid: tuple[float, ...]) -> tuple[dict[str, Any], torch.Tensor | None, torch.Tensor | None]:
-    """The evidence header, and the two operands flattened in the comparison dtype on out's device (None
-    when shape or dtype do not match: the header is then the whole evidence)."""
-    expected = ref.dtype if expected_dtype is None else expected_dtype
-    if expected_dtype is None and ref.dtype == torch.float64 and out.dtype.is_floating_point:
-        expected = out.dtype
-    header = dict(
-        shape_match=tuple(out.shape) == tuple(ref.shape),
-        dtype_match=out.dtype == expected,
-        out_shape=tuple(int(x) for x in out.shape),
-        ref_shape=tuple(int(x) for x in ref.shape),
-        out_dtype=str(out.dtype).removeprefix("torch."),
-        ref_dtype=str(ref.dtype).removeprefix("torch."),
-        tolerance_grid=grid,
-    )
-    if not (header["shape_match"] and header["dtype_match"]):
-        return header, None, None
-    common = torch.promote_types(out.dtype, ref.dtype)
-    if common.is_complex:
-        raise OracleAuditError(f"complex outputs are not supported (out {out.dtype}, ref {ref.dtype})")
-    with torch.no_grad():
-        a = out.detach().to(dtype=common).reshape(-1).contiguous()
-        b = ref.detach().to(device=a.device, dtype=common).reshape(-1).contiguous()
-    return header, a, b
-
-
-def _kernels(a: torch.Tensor, grid: tuple[float, ...], engine: str):
-    """The fused kernels' library for this comparison under `engine`, or None for the torch version."""
-    if engine == "torch":
-        return None
-    from oracleaudit.execution import evidence_kernels
-
-    kernels = evidence_kernels.library() if evidence_kernels.supports(a, grid) else None
-    if kernels is None and engine == "fused":
-        raise OracleAuditError(f"the fused evidence kernels do not apply to a {a.dtype} tensor on {a.device} "
-                               f"with a grid of {len(grid)} values, or are not built")
-    return kernels
-
-
-def _evidence(header: dict[str, Any], dtype: torch.dtype, n: int, values: list[float], grid: tuple[float, ...],
-              hull: tuple[np.ndarray, np.ndarray, bool, float]) -> ErrorEvidence:
-    """The evidence from its raw values: the eight counts, the grid counts, `_statistics`'s eight values
-    and the all-zero flag (as in `_measure`), and the hull."""
-    n_unequal, n_nan_out, n_nan_ref, n_nan_both, n_inf_mismatch, n_inf_equal, n_overflow, n_finite = (
-        int(v) for v in values[:8])
-    hull_r, hull_d, complete, slack = hull
-    return ErrorEvidence(
-        **header, compare_dtype=str(dtype).removeprefix("torch."), n=n, n_unequal=n_unequal,
-        n_nan_out=n_nan_out, n_nan_ref=n_nan_ref, n_nan_both=n_nan_both, n_inf_mismatch=n_inf_mismatch,
-        n_inf_equal=n_inf_equal, n_overflow=n_overflow, hull_r=_frozen(hull_r), hull_d=_frozen(hull_d),
-        hull_complete=complete, hull_slack=slack, n_within=tuple(int(v) for v in values[8:8 + len(grid)]),
-        all_zero_out=bool(values[-1]), **_statistics_values(values[8 + len(grid):-1], n_finite))
-
-
-def _measure_fused(raw, a: torch.Tensor, b: torch.Tensor, header: dict[str, Any],
-                   grid: tuple[float, ...]) -> ErrorEvidence:
-    """The evidence from the fused kernels' results (`evidence_kernels.Raw`) of comparing a and b."""
-    if raw.candidates is not None:
-        hull = _front_hull(*raw.candidates, a.dtype)
-    else:  # more candidates than the kernels keep: the torch version's filter on the device
-        with torch.no_grad():
-            d = (a - b).abs()
-            rest = torch.isfinite(a) & torch.isfinite(b) & (a != b) & torch.isfinite(d) & (d > 0)
-            rd = torch.stack([b.abs(), d]).to(torch.float64)[:, rest]
-            hull = _hull(rd[0], rd[1], a.dtype)
-    values = [*raw.counts, *raw.within, *raw.stats, float(raw.all_zero_out)]
-    return _evidence(header, a.dtype, a.numel(), values, grid, hull)
-
-
-def _measure(a: torch.Tensor, b: torch.Tensor, header: dict[str, Any], grid: tuple[float, ...]) -> ErrorEvidence:
-    # The torch version. Host synchronisations are kept few: the counts, grid counts and statistics come back
-    # in one transfer, and masked elements are zeroed (torch.where) rather than gathered, which would
-    # synchronise per gather. (Its cost is the ~150 small kernels it launches: bench/evidence_cost.py.)
-    eq = a == b
-    if a.is_floating_point():
-        af, bf = a, b
-    else:  # torch.isclose casts integer and bool operands to the default float dtype first
-        af, bf = a.to(torch.get_default_dtype()), b.to(torch.get_default_dtype())
-    dtype = af.dtype
-    d = (af - bf).abs()
-    r = bf.abs()
-    nan_a, nan_b = torch.isnan(af), torch.isnan(bf)
-    fin = torch.isfinite(af) & torch.isfinite(bf)
-    d_fin = torch.isfinite(d)
-    rest = fin & ~eq & d_fin  # unequal, both finite, a finite difference: decided by the tolerance
-    flags = torch.stack([
-        ~eq,
-        nan_a & ~nan_b,
-        nan_b & ~nan_a,
-        nan_a & nan_b,
-        ~eq & ~fin & ~nan_a & ~nan_b,  # an Inf on either side, no NaN, not equal
-        eq & torch.isinf(af),
-        fin & ~d_fin,
-        fin,
-    ])
-    counts = flags.sum(1)
-    within = _within_counts(a, b, a.numel() - counts[0], rest, r, d, grid)
-    stats = _statistics(a.to(torch.float64), b.to(torch.float64), fin)
-    all_zero = (a == 0).all() & (b != 0).any()
-    values = torch.cat([counts.to(torch.float64), within.to(torch.float64), stats, all_zero.to(torch.float64)[None]])
-    values = values.tolist()  # every count is below 2**53, so exact in float64
-    rd = torch.stack([r, d]).to(torch.float64)[:, rest & (d > 0)]
-    return _evidence(header, dtype, a.numel(), values, grid, _hull(rd[0], rd[1], dtype))
-
-
-@functools.cache
-def _grid_tensor(grid: tuple[float, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """The grid as a tensor on the device (made once per grid, dtype and device)."""
-    return torch.tensor(grid, dtype=dtype, device=device)
-
-
-def _within_counts(a: torch.Tensor, b: torch.Tensor, n_eq: torch.Tensor, rest: torch.Tensor, r: torch.Tensor,
-                   d: torch.Tensor, grid: tuple[float, ...]) -> torch.Tensor:
-    """For each grid value t, the count of torch.isclose(a, b, rtol=t, atol=t) (an int64 tensor).
-
-    Fast path (float32/float64 comparisons, grids with steps ≥ ×1.5 above 1e-30): equal elements (`n_eq`)
-    pass every t, non-finite differences none; an element of `rest` (unequal, finite difference) passes t
-    iff d ≤ t + |t·r| evaluated as torch.isclose does, and passing is monotone in t. Its first passing grid
-    index is within one of k = the first index with t ≥ d / (1 + r) (the real-arithmetic answer;
-    neighbouring grid values differ by far more than rounding), so two exact evaluations per element (at
-    grid[k-1] and grid[k], cast to the comparison dtype as isclose casts its scalars) decide it."""
-    ratios = [hi / lo for lo, hi in zip(grid, grid[1:])]
-    fast = (d.dtype in (torch.float32, torch.float64) and min(grid) >= 1e-30 and list(grid) == sorted(grid)
-            and all(q >= 1.5 for q in ratios))
-    if not fast:
-        return torch.stack([torch.isclose(a, b, rtol=t, atol=t).sum() for t in grid])
-    size = len(grid)
-    est = d.to(torch.float64) / (1 + r.to(torch.float64))
-    k = torch.searchsorted(_grid_tensor(grid, torch.float64, d.device), est)  # grid[k] >= est
-    ts = _grid_tensor(grid, d.dtype, d.device)  # the scalar t as isclose casts it
-    below = ts[(k - 1).clamp(min=0, max=size - 1)]
-    at = ts[k.clamp(max=size - 1)]
-    ok_below = (k >= 1) & (d <= below + (below * r).abs())
-    ok_at = (k < size) & (d <= at + (at * r).abs())
-    first = torch.where(ok_below, k - 1, torch.where(ok_at, k, k + 1)).clamp(max=size)
-    first = torch.where(rest, first, size + 1)  # elements outside `rest` are counted apart
-    passing = torch.bincount(first, minlength=size + 2)[:size].cumsum(0)
-    return n_eq + passing
-
-
-def _scaled_norm(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(scale, ‖x/scale‖₂) with scale = max|x| (1 where x is all zero), safe from overflow."""
-    scale = x.abs().max()
-    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
-    return scale, torch.linalg.vector_norm(x / scale)
-
-
-def _statistics(a: torch.Tensor, b: torch.Tensor, fin: torch.Tensor) -> torch.Tensor:
-    """The statistics' raw values over the elements where `fin` (float64 operands; the rest count as 0,
-    which adds nothing to a sum, a norm, a dot product or a maximum of absolute values):
-    [‖diff‖, ‖b‖, cosine, max|diff|, max rel (−1: no |b| > 0), Σ|b|, Σ|diff|, ‖a‖]."""
-    if a.numel() == 0:
-        return a.new_zeros(8)
-    a = torch.where(fin, a, 0)
-    b = torch.where(fin, b, 0)
-    diff = (a - b).abs()
-    rb = b.abs()
-    sd, nd = _scaled_norm(diff)
-    sb, nb = _scaled_norm(b)
-    sa, na = _scaled_norm(a)
-    dot = ((a / sa) * (b / sb)).sum()
-    rel = torch.where(rb > 0, diff / rb, -1.0).max()
-    return torch.stack([sd * nd, sb * nb, dot / (na * nb), diff.max(), rel, rb.sum(), diff.sum(), na])
-
-
-def _statistics_values(values: list[float], n_finite: int) -> dict[str, float | None]:
-    """The statistics fields from `_statistics`'s values; all None without a finite pair."""
-    keys = ("l2_diff", "l2_ref", "cosine", "max_abs", "max_rel", "rmse", "rel_l1")
-    if n_finite == 0:
-        return dict.fromkeys(keys)
-    l2_diff, l2_ref, cosine, max_abs, max_rel, sum_ref, sum_diff, norm_a = values
-    return {
-        "l2_diff": l2_diff,
-        "l2_ref": l2_ref,
-        "cosine": cosine if (norm_a > 0 and l2_ref > 0) else None,
-        "max_abs": max_abs,
-        "max_rel": None if max_rel < 0 else max_rel,
-        "rmse": l2_diff / math.sqrt(n_finite),
-        "rel_l1": sum_diff / sum_ref if sum_ref > 0 else None,
-    }
-
-
-# ---- the hull -------------------------------------------------------------------------------------------
-
-
-def _chain(r: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def convex_chain(r: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The upper-left convex chain of points (float64 numpy): sorted by r, strictly increasing in r and d,
     concave; the points of the set that maximise d − ρ·r for some ρ ≥ 0."""
     order = np.lexsort((-d, r))
@@ -621,125 +362,3 @@ def _chain(r: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             hull.pop()
         hull.append(i)
     return r[hull], d[hull]
-
-
-def _envelope_mask(r: torch.Tensor, d: torch.Tensor, vr: torch.Tensor, vd: torch.Tensor, rel: float,
-                   absolute: float) -> torch.Tensor:
-    """True for the points not proven redundant by the chain (vr, vd): left of it, above it, or within the
-    margin below it (and not dominated by a chain vertex)."""
-    j = torch.searchsorted(vr, r, right=True) - 1
-    left = j < 0
-    j = j.clamp(min=0)
-    k = (j + 1).clamp(max=len(vr) - 1)
-    rj, dj, rk, dk = vr[j], vd[j], vr[k], vd[k]
-    dominated = ~left & (d <= dj)
-    inner = k > j
-    span = torch.where(inner, rk - rj, torch.ones_like(rk))
-    chord = dj + (dk - dj) * ((r - rj) / span)
-    below = ~left & inner & (d < chord * (1 - rel) - absolute)
-    return ~(dominated | below)
-
-
-def _hull(r: torch.Tensor, d: torch.Tensor, dtype: torch.dtype) -> tuple[np.ndarray, np.ndarray, bool, float]:
-    """(hull_r, hull_d, hull_complete, hull_slack) of the finite points with d > 0 (float64 tensors)."""
-    if r.numel() == 0:
-        return _front_hull(r, d, dtype)
-    return _front_hull(*_bin_filter(r, d), dtype)
-
-
-def _bin_filter(r: torch.Tensor, d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The points whose d exceeds the largest d of every lower bin of r (a point that does not is dominated
-    by that bin's maximum: a larger-or-equal d at a smaller r). Bins: see SUB_BINS; the bins cover every
-    positive finite float64, so they need no synchronisation to size."""
-    mantissa, exponent = torch.frexp(r)
-    sub = (mantissa * (2 * SUB_BINS)).to(torch.int64).clamp(SUB_BINS, 2 * SUB_BINS - 1) - SUB_BINS
-    code = exponent.to(torch.int64) * SUB_BINS + sub
-    key = torch.where(r > 0, code - _CODE_LOW + 1, torch.zeros_like(code))
-    bins = torch.zeros(_N_BINS, dtype=d.dtype, device=d.device)
-    bins.scatter_reduce_(0, key, d, reduce="amax", include_self=False)
-    lower = torch.cat([bins.new_zeros(1), torch.cummax(bins, 0).values[:-1]])
-    kept = torch.stack([r, d])[:, d > lower[key]]
-    return kept[0], kept[1]
-
-
-def _front_hull(r: torch.Tensor, d: torch.Tensor, dtype: torch.dtype) -> tuple[np.ndarray, np.ndarray, bool, float]:
-    """The hull from points that include every point of the Pareto front (in any order, on any device)."""
-    empty = np.zeros(0, dtype=np.float64)
-    if r.numel() == 0:
-        return empty, empty.copy(), True, 0.0
-    _, _, rel, absolute = _margins(dtype)
-    # 2. The Pareto front: sort by r (d descending among equal r), keep the strict prefix maxima of d.
-    order = torch.argsort(d, descending=True, stable=True)
-    r, d = r[order], d[order]
-    order = torch.argsort(r, stable=True)
-    r, d = r[order], d[order]
-    best = torch.cummax(d, 0).values
-    front = torch.ones_like(d, dtype=torch.bool)
-    front[1:] = d[1:] > best[:-1]
-    # 3. Its upper-left convex chain (on the CPU), then 4. every point the chain does not prove redundant.
-    vr, vd = _chain(*torch.stack([r, d])[:, front].cpu().numpy())
-    chain = torch.from_numpy(np.stack([vr, vd])).to(r.device)
-    keep = _envelope_mask(r, d, chain[0], chain[1], rel, absolute)
-    if int(keep.sum()) + len(vr) <= MAX_HULL_POINTS:
-        kept = torch.stack([r, d])[:, keep].cpu().numpy()
-        pr = np.concatenate([kept[0], vr])
-        pd_ = np.concatenate([kept[1], vd])
-        points = np.unique(np.stack([pr, pd_], axis=1), axis=0)  # sorted by (r, d), duplicates once
-        return np.ascontiguousarray(points[:, 0]), np.ascontiguousarray(points[:, 1]), True, 0.0
-    if len(vr) <= MAX_HULL_POINTS:
-        return vr, vd, False, 0.0
-    picked = _simplify(vr, vd, MAX_HULL_POINTS)
-    kr, kd = vr[picked], vd[picked]
-    j = np.searchsorted(kr, vr, side="right") - 1
-    k = np.minimum(j + 1, len(kr) - 1)
-    span = np.where(k > j, kr[k] - kr[j], 1.0)
-    chord = np.where(k > j, kd[j] + (kd[k] - kd[j]) * ((vr - kr[j]) / span), kd[j])
-    slack = float(np.max((vd - chord) / chord))
-    return kr, kd, False, max(slack, 0.0) * (1 + 1e-9) + 1e-15
-
-
-def _chord_gap(vr: np.ndarray, vd: np.ndarray, i: int, k: int) -> float:
-    """How far (relative) the chain's vertices strictly between i and k rise above the chord i–k."""
-    if k - i < 2:
-        return 0.0
-    rj, dj = vr[i + 1:k], vd[i + 1:k]
-    chord = vd[i] + (vd[k] - vd[i]) * ((rj - vr[i]) / (vr[k] - vr[i]))
-    return float(np.max((dj - chord) / chord))
-
-
-def _simplify(vr: np.ndarray, vd: np.ndarray, limit: int) -> np.ndarray:
-    """Indices of at most `limit` vertices of a concave chain, both ends included, chosen to keep the largest
-    relative rise of an omitted vertex above the kept chords small (bisection on that rise; for a fixed
-    start the rise only grows with the chord's end, so each pass greedily takes the longest chords)."""
-    n = len(vr)
-
-    def greedy(delta: float) -> list[int] | None:
-        kept, i = [0], 0
-        while i < n - 1:
-            good, step = i + 1, 1
-            while good + step <= n - 1 and _chord_gap(vr, vd, i, good + step) <= delta:
-                good += step
-                step *= 2
-            bad = min(good + step, n)
-            while bad - good > 1:
-                mid = (good + bad) // 2
-                if _chord_gap(vr, vd, i, mid) <= delta:
-                    good = mid
-                else:
-                    bad = mid
-            kept.append(good)
-            i = good
-            if len(kept) > limit:
-                return None
-        return kept
-
-    lo, hi = math.log(1e-16), math.log(max(_chord_gap(vr, vd, 0, n - 1), 1e-16) * 2)
-    best = greedy(math.exp(hi)) or [0, n - 1]
-    for _ in range(24):
-        mid = (lo + hi) / 2
-        attempt = greedy(math.exp(mid))
-        if attempt is None:
-            lo = mid
-        else:
-            best, hi = attempt, mid
-    return np.array(best, dtype=np.int64)

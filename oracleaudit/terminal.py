@@ -1,8 +1,18 @@
-"""Terminal output: tables and summaries printed with rich (the human form of each command's result)."""
+"""Terminal output: the `--json` form of every command's result, its human form (tables and summaries, with
+rich), and progress bars with counts and an ETA on stderr. Cells are text, never rich markup: code such as
+`x[idx]` prints as written."""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import sys
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Sequence
+
+
+def print_json(obj: Any) -> None:
+    """Print `obj` as stable, sorted JSON on stdout (the --json output mode of every command)."""
+    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
 def _console():
@@ -13,13 +23,52 @@ def _console():
 
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> None:
     from rich.table import Table
+    from rich.text import Text
 
-    out = Table(title=title)
+    out = Table(title=Text(title))
     for column in columns:
-        out.add_column(column)
+        out.add_column(Text(str(column)))
     for row in rows:
-        out.add_row(*("" if v is None else str(v) for v in row))
+        out.add_row(*(Text("" if v is None else str(v)) for v in row))
     _console().print(out)
+
+
+def plain_table(title: str, columns: list[str], rows: list[list[str]]) -> None:
+    """A table of aligned columns that is never truncated (for wide analyses)."""
+    widths = [max(len(str(c)), *(len(str(r[i])) for r in rows)) for i, c in enumerate(columns)]
+    print(title)
+    for line in [columns, ["-" * w for w in widths], *rows]:
+        print("  ".join(str(v).rjust(w) if i else str(v).ljust(w) for i, (v, w) in enumerate(zip(line, widths))))
+
+
+@contextmanager
+def progress_bar(description: str, total: int, enabled: bool = True,
+                 tallies: Sequence[str] = ()) -> Iterator[Callable[..., None]]:
+    """Yield `advance(n=1, tally=None)`; shows a bar with done/total, elapsed and remaining time on stderr
+    while work runs, and a count per name of `tallies` (e.g. verified, failed) that `advance` names."""
+    counts = {name: 0 for name in tallies}
+    if not enabled or total <= 0:
+        def silent(n: int = 1, tally: str | None = None) -> None:
+            if tally is not None:
+                counts[tally] += n
+        yield silent
+        return
+    from rich.console import Console
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
+
+    shown = [TextColumn(" ".join(f"{{task.fields[{name}]}} {name}" for name in tallies))] if tallies else []
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), *shown,
+               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+    with Progress(*columns, console=Console(file=sys.stderr), transient=False) as progress:
+        task = progress.add_task(description, total=total, **counts)
+
+        def advance(n: int = 1, tally: str | None = None) -> None:
+            if tally is not None:
+                counts[tally] += n
+            progress.update(task, advance=n, **counts)
+
+        yield advance
 
 
 def mutate_summary(summary: dict) -> None:

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from oracleaudit.errors import OracleAuditError
-from oracleaudit.evidence import DEFAULT_GRID, MAX_HULL_POINTS, ErrorEvidence, arrow_fields, grid_key, measure
+from oracleaudit.evidence import DEFAULT_GRID, MAX_HULL_POINTS, ErrorEvidence, arrow_fields, grid_key
+from oracleaudit.execution.measure import measure
 
 TOLERANCES = [0.0, 1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 5e-2, 0.1, 0.5, 1.0, 2.0, 1e3, math.inf]
 
@@ -440,7 +441,7 @@ def test_evidence_on_cuda_equals_evidence_on_cpu():
 
 
 def test_fetch_brings_tensors_of_every_dtype_back_in_their_own_shapes_of_bytes() -> None:
-    from oracleaudit.evidence import fetch
+    from oracleaudit.execution.measure import fetch
 
     tensors = [torch.tensor([1.5, -2.0], dtype=torch.float64), torch.tensor([7, -(2**40)], dtype=torch.int64),
                torch.tensor(True), torch.arange(3, dtype=torch.uint8), torch.tensor([0.25], dtype=torch.float32)]
@@ -452,7 +453,7 @@ def test_fetch_brings_tensors_of_every_dtype_back_in_their_own_shapes_of_bytes()
 
 
 def test_measure_many_equals_measure_item_by_item_and_returns_the_extra_tensors() -> None:
-    from oracleaudit.evidence import measure_many
+    from oracleaudit.execution.measure import measure_many
 
     torch.manual_seed(3)
     ref = torch.randn(257)

@@ -326,10 +326,12 @@ def test_recorded_evidence_is_that_of_a_fresh_model_per_input_measured_on_the_gp
     import torch
 
     from oracleaudit.execution import build
-    from oracleaudit.evidence import ErrorEvidence, measure
+    from oracleaudit.evidence import ErrorEvidence
+    from oracleaudit.execution.measure import measure
+    from oracleaudit.execution.worker import entry_init
+    from oracleaudit.kernelbench import WEIGHT_SEED
     from oracleaudit.pool import Pool
     from oracleaudit.problem import problem_at
-    from oracleaudit.execution.worker import WEIGHT_SEED, entry_init
 
     root, mutants, *_, rows = evidence
     plan = build.plan_build(root / SOLUTION, [mutants["wrong_constant"]])

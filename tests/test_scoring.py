@@ -1,5 +1,5 @@
 """Scoring: verdicts from stored evidence equal the rule run on the raw outputs; a designed synthetic store
-(real tensors measured with `evidence.measure`, faults with known answers) scores as designed; every
+(real tensors measured with `measure.measure`, faults with known answers) scores as designed; every
 analysis and the CLI give the known answer."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import torch
 
 from oracleaudit.cli import main
 from oracleaudit.errors import OracleAuditError
-from oracleaudit.evidence import measure
+from oracleaudit.execution.measure import measure
 from oracleaudit.mutant import PENDING, Mutant, write_mutants
 from oracleaudit.scoring.oracle import Oracle, catalog, parse_input_key
 from oracleaudit.scoring.analysis import (

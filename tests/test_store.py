@@ -16,7 +16,8 @@ import pytest
 import torch
 
 from oracleaudit.errors import OracleAuditError
-from oracleaudit.evidence import ErrorEvidence, measure
+from oracleaudit.evidence import ErrorEvidence
+from oracleaudit.execution.measure import measure
 from oracleaudit.status import ORIGINAL, REFERENCE, Status
 from oracleaudit.store import (
     KEY_COLUMNS,

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 import torch
 
-from oracleaudit.evidence import measure
+from oracleaudit.execution.measure import measure
 from oracleaudit.scoring import Observations
 from oracleaudit.store import OBSERVATION_SCHEMA
 from oracleaudit.scoring.witness import FACTOR, FLOOR, SMALL_OUTPUT, UNSTABLE_FACTOR, KINDS, Margin, required_tolerance, \

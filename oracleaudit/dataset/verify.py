@@ -67,7 +67,9 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import torch
 
 from oracleaudit.errors import OracleAuditError
+from oracleaudit.tensors import leaves
 from oracleaudit.files import file_sha256, write_atomic
+from oracleaudit.terminal import progress_bar
 from oracleaudit.kernelbench import WEIGHT_SEED, official_seeds
 from oracleaudit.problem import (
     Pair,
@@ -210,10 +212,6 @@ def _masked_max(values: torch.Tensor, mask: torch.Tensor) -> float | None:
     return float(torch.where(mask, values, torch.full_like(values, -torch.inf)).max().item())
 
 
-def _flatten(obj: Any) -> list:
-    if isinstance(obj, (list, tuple)):
-        return [leaf for item in obj for leaf in _flatten(item)]
-    return [obj]
 
 
 def compare(
@@ -225,7 +223,7 @@ def compare(
     margin: float = FP32_MARGIN,
 ) -> Comparison:
     """Apply the pass rule (module docstring) to outputs: a tensor or a (nested) tuple/list of tensors."""
-    outs, refs, fp32s = _flatten(out), _flatten(ref64), _flatten(fp32)
+    outs, refs, fp32s = leaves(out), leaves(ref64), leaves(fp32)
     if not (len(outs) == len(refs) == len(fp32s)):
         return Comparison(False, f"the solution returns {len(outs)} outputs, the reference {len(refs)}")
     parts = [_compare_one(i, o, r, f, atol, rtol, margin) for i, (o, r, f) in enumerate(zip(outs, refs, fp32s))]
@@ -816,47 +814,12 @@ def verify_solutions(
         tasks.append(_Task(pair, device, env, logs / f"{name}.log", threads))
     try:
         environment = _environment(device)
-        with _progress(len(tasks), progress) as advance:
+        with progress_bar("verifying", len(tasks), progress, tallies=("verified", "failed")) as advance:
             for task, record in _run_workers(tasks, jobs, timeout_s, environment):
                 merge_records(out_path, [record])
                 done[task.pair] = Outcome.from_record(task.pair, record, log=task.log)
-                advance(done[task.pair].status == "verified")
+                advance(1, "verified" if done[task.pair].status == "verified" else "failed")
     finally:
         shutil.rmtree(builds, ignore_errors=True)
     outcomes = tuple(done[p] for p in pairs if p in done)
     return VerifyReport(outcomes, tuple(unpaired), out_path, logs)
-
-
-@contextlib.contextmanager
-def _progress(total: int, enabled: bool) -> Iterator[Any]:
-    """A rich progress bar on stderr with verified/failed counts and an ETA; yields `advance(ok)`."""
-    counts = {"ok": 0, "bad": 0}
-    if not enabled:
-        def advance(ok: bool) -> None:
-            counts["ok" if ok else "bad"] += 1
-        yield advance
-        return
-
-    from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                               TimeElapsedColumn, TimeRemainingColumn)
-
-    bar = Progress(
-        SpinnerColumn(),
-        TextColumn("verifying"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("[green]{task.fields[ok]} verified[/] [red]{task.fields[bad]} failed[/]"),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-    )
-    with bar:
-        task_id = bar.add_task("verify", total=total, ok=0, bad=0)
-
-        def advance(ok: bool) -> None:
-            counts["ok" if ok else "bad"] += 1
-            bar.update(task_id, advance=1, ok=counts["ok"], bad=counts["bad"])
-
-        yield advance

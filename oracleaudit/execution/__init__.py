@@ -253,8 +253,8 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
     time per GPU (fewer when their memory would not fit). `max_crashes`: sticky crashes of one variant in a
     slice before its other inputs are inferred (0: no limit). `stop_after_s`: stop starting pairs after that
     many seconds, as Ctrl-C does (the pairs in flight are dropped), and return what was recorded."""
-    from oracleaudit.evidence import ENGINES
-    from oracleaudit.progress import progress_bar
+    from oracleaudit.execution.measure import ENGINES
+    from oracleaudit.terminal import progress_bar
     from oracleaudit.store import RUN_IDENTITY, EvidenceStore
 
     started = time.perf_counter()

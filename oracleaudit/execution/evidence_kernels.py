@@ -1,10 +1,10 @@
-"""The fused evidence kernels: `evidence.measure`'s element-wise work on CUDA tensors in four kernels and
+"""The fused evidence kernels: `measure.measure`'s element-wise work on CUDA tensors in four kernels and
 one transfer, instead of the ~150 small kernels and ~6 synchronisations of the torch version.
 
 Several workers share one GPU, and a GPU time-slices between processes, so every kernel launch and every
 host synchronisation of one worker waits on the others: the evidence was most of a worker's time
 (bench/worker_cost.py). `data/evidence_kernels.cu` computes the counts, the grid histogram, the statistics
-and the hull candidates (the points that beat every lower bin, see `evidence._bin_filter`); the caller
+and the hull candidates (the points that beat every lower bin, see `measure._bin_filter`); the caller
 finishes the hull from them (below). Counts, grid counts and hulls are bitwise those of the
 torch version; the float statistics (sums, norms) are summed in another order, so they may differ in the
 last bits (tests/test_evidence_kernels.py).
@@ -16,7 +16,7 @@ finished on the GPU where they already are, as the torch version does.
 The source is built once per machine with nvcc into a shared library (no torch headers, a few seconds),
 cached under `$ORACLEAUDIT_CACHE/kernels/` by a hash of the source, the nvcc version and the flags, and
 called through ctypes on PyTorch's current stream. Without nvcc, or when the build fails, `available()`
-says why once on stderr and `evidence.measure` uses the torch version.
+says why once on stderr and `measure.measure` uses the torch version.
 """
 
 from __future__ import annotations
@@ -39,13 +39,14 @@ from oracleaudit.cache import cache_root, held
 from oracleaudit.errors import OracleAuditError
 
 SOURCE = Path(__file__).resolve().parent.parent / "data" / "evidence_kernels.cu"
-N_COUNTS = 10  # the eight flag counts of evidence._measure, Σ[out == 0], Σ[ref != 0]
-N_STATS = 8  # evidence._statistics's values
+N_COUNTS = 10  # the eight flag counts of measure._measure, Σ[out == 0], Σ[ref != 0]
+N_STATS = 8  # measure._statistics's values
 # Candidate pairs fetched with the result in its one transfer; more take a second transfer.
 FIRST_PAIRS = 2048
 # Candidates kept on the device (a cap on the pairs buffer); beyond it the torch version finds the hull.
 CAPACITY = 1 << 20
 MAX_GRID = 64  # the kernels' largest tolerance grid
+SUB_BINS = 64  # hull-candidate bins per binade of |ref| (measure._bin_filter bins the same way)
 
 
 @dataclass(frozen=True)
@@ -75,8 +76,6 @@ class Library:
         self.lib.oa_error_string.argtypes = [ctypes.c_int]
         self.lib.oa_error_string.restype = ctypes.c_char_p
         self.workspace_words = int(self.lib.oa_workspace_words())
-        from oracleaudit.evidence import SUB_BINS
-
         if (int(self.lib.oa_max_grid()), int(self.lib.oa_sub_bins())) != (MAX_GRID, SUB_BINS):
             raise OracleAuditError(f"{path}: built from a source whose constants differ from this package's")
 

@@ -47,7 +47,7 @@ class Job:
     time_original: bool = False
     unbuildable: tuple[tuple[str, str], ...] = ()  # (mutant id, compiler error) found when prebuilding
     device: str = "cuda:0"
-    evidence_engine: str = "auto"  # evidence.measure's engine: auto, torch or fused
+    evidence_engine: str = "auto"  # measure.measure_many's engine: auto, torch or fused
     cpu_threads: int = 0  # torch's CPU threads in the worker (0: torch's default, every core)
     exclusive: bool = False  # run with the GPU to itself (a retry after an out-of-memory under contention)
 

@@ -16,27 +16,18 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
 from oracleaudit.cache import cache_root, held
+from oracleaudit.files import write_with
+from oracleaudit.tensors import tensor_bytes
 
 REFERENCES_DIR = "references"
 FORMAT = 1
 MAX_CACHED_BYTES = 256 << 20
 
 
-def tensor_bytes(value: Any) -> int:
-    """Bytes of every tensor in a (nested) list or tuple."""
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return value.numel() * value.element_size()
-    if isinstance(value, (list, tuple)):
-        return sum(tensor_bytes(v) for v in value)
-    return 0
 
 
 def reference_key(problem_sha256: str, entry: Any, mode: dict[str, Any]) -> str:
@@ -82,14 +73,8 @@ class ReferenceCache:
 
         if self.root is None or tensor_bytes(ref32) + tensor_bytes(ref64) > MAX_CACHED_BYTES:
             return False
-        self.root.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=f".{key}.", suffix=".tmp")
-        os.close(fd)
-        try:
-            torch.save({"format": FORMAT, "ref32": list(ref32), "ref64": list(ref64)}, tmp)
-            os.replace(tmp, self.path(key))
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+        data = {"format": FORMAT, "ref32": list(ref32), "ref64": list(ref64)}
+        write_with(self.path(key), lambda tmp: torch.save(data, tmp))
         return True
 
     @contextlib.contextmanager

@@ -44,6 +44,7 @@ from oracleaudit.execution.protocol import (Built, Done, Failed, Fatal, Job, Mem
                                   Rows, Started)
 from oracleaudit.kernelbench import WEIGHT_SEED
 from oracleaudit.status import ORIGINAL, REFERENCE, Status
+from oracleaudit.tensors import map_tensors, tensor_bytes, tensors, to_double
 
 HOST_BUDGET_BYTES = 4 << 30  # a worker's host copies of one group's inputs and references
 TEMPLATE_BUDGET_BYTES = 4 << 30  # input by input: every variant's template model, on the host
@@ -58,27 +59,8 @@ def math_mode(device: str) -> dict[str, Any]:
             "ref_matmul_precision": torch.get_float32_matmul_precision(), "ref_device": device}
 
 
-def tensors(value: Any) -> list:
-    """The tensors of a (nested) list or tuple, depth first."""
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for item in value for t in tensors(item)]
-    return []
 
 
-def map_tensors(value: Any, fn: Callable) -> Any:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return fn(value)
-    if isinstance(value, list):
-        return [map_tensors(v, fn) for v in value]
-    if isinstance(value, tuple):
-        return tuple(map_tensors(v, fn) for v in value)
-    return value
 
 
 def is_out_of_memory(err: BaseException) -> bool:
@@ -112,12 +94,6 @@ def entry_init(module: Any, device: str) -> list:
     return [x.to(device) if hasattr(x, "to") else x for x in init]
 
 
-def _double(x: Any) -> Any:
-    import torch
-
-    if isinstance(x, torch.Tensor) and x.is_floating_point():
-        return x.double()
-    return x
 
 
 def _bits(t):
@@ -170,8 +146,6 @@ class HostEntry:
 
     @property
     def bytes(self) -> int:
-        from oracleaudit.execution.references import tensor_bytes
-
         return tensor_bytes(self.inputs) + tensor_bytes(self.ref32) + tensor_bytes(self.ref64)
 
 
@@ -229,8 +203,6 @@ class ModelTemplates:
         return model.to(self.device) if self.on_host else model
 
     def bytes(self) -> int:
-        from oracleaudit.execution.references import tensor_bytes
-
         total = 0
         for template in self.templates.values():
             if template is not None:
@@ -413,7 +385,7 @@ class JobRun:
 
     def _record_reference(self, gpu: "GpuEntry") -> None:
         """Send the fp32 reference's rows on this input: its evidence against the fp64 reference."""
-        from oracleaudit.evidence import measure_many
+        from oracleaudit.execution.measure import measure_many
 
         job = self.job
         self.pending_references.discard(gpu.key)
@@ -458,7 +430,7 @@ class JobRun:
         with torch.no_grad():  # each model gets its own copy: a forward may change its inputs in place
             ref32 = [t.detach().cpu() for t in tensors(self.ref_model(*map_tensors(inputs, self._to_device)))]
             ref64 = [t.detach().cpu() for t in tensors(self.model64(
-                *[_double(x) for x in map_tensors(inputs, self._to_device)]))]
+                *to_double(map_tensors(inputs, self._to_device))))]
         return ref32, ref64
 
     def _to_device(self, t):
@@ -599,7 +571,7 @@ class JobRun:
         show a stray write into the references, they are made again and the outputs measured again."""
         import torch
 
-        from oracleaudit.evidence import measure_many
+        from oracleaudit.execution.measure import measure_many
 
         job = self.job
         if len(first) != len(gpu.ref32):

@@ -16,7 +16,7 @@ from oracleaudit.errors import OracleAuditError
 from oracleaudit.mutant import (COMPILE_ERROR, DUPLICATE, EQUIVALENT, PENDING, STATUSES, Mutant, mutant_id,
                                 write_mutants)
 from oracleaudit.problem import bundled_root, pair_solutions
-from oracleaudit.progress import progress_bar
+from oracleaudit.terminal import progress_bar
 from oracleaudit.mutation.semantics import analyse
 from oracleaudit.mutation.site import find_sites
 from oracleaudit.source import CudaUnit, line_col, load_units

@@ -62,6 +62,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import torch
 
 from oracleaudit.errors import OracleAuditError
+from oracleaudit.tensors import leaves, to_device
 from oracleaudit.kernelbench import official_seeds
 from oracleaudit.files import file_sha256
 from oracleaudit.problem import Problem, int_constants, load_problem_module
@@ -512,14 +513,10 @@ class ShapePlan:
         }
 
 
-def _leaves(obj: Any) -> list:
-    if isinstance(obj, (list, tuple)):
-        return [leaf for item in obj for leaf in _leaves(item)]
-    return [obj]
 
 
 def _shapes_of(inputs: Any) -> tuple[tuple[int, ...] | None, ...]:
-    return tuple(tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in _leaves(inputs))
+    return tuple(tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in leaves(inputs))
 
 
 def _largest(shapes: Sequence[tuple[int, ...] | None]) -> int:
@@ -723,14 +720,6 @@ def _replace_floats(value: Any, dist: Distribution, generator: torch.Generator) 
     return value
 
 
-def _to_device(value: Any, device: str | torch.device) -> Any:
-    if isinstance(value, list):
-        return [_to_device(v, device) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_to_device(v, device) for v in value)
-    if isinstance(value, torch.Tensor):
-        return value.to(device)
-    return value
 
 
 @dataclass(frozen=True)
@@ -787,7 +776,7 @@ class PoolEntry:
                 f"pool entry {self.key}: get_inputs() gave shapes {list(_shapes_of(inputs))}, the pool recorded "
                 f"{list(self.input_shapes)} for this problem (was the problem file changed?)"
             )
-        return _to_device(inputs, device)
+        return to_device(inputs, device)
 
     def as_json(self) -> dict[str, Any]:
         return {

@@ -28,6 +28,7 @@ from typing import Any, Callable, Mapping
 import torch
 
 from oracleaudit.errors import OracleAuditError
+from oracleaudit.tensors import to_device
 from oracleaudit.problem import Problem, first_line, int_constants, load_problem_module
 
 __all__ = [
@@ -192,12 +193,12 @@ def _run_reference(path: Path, overrides: Mapping[str, int], device: str) -> tup
         module = load_problem_module(path, overrides)
         init_inputs = module.get_init_inputs()
         torch.manual_seed(VALIDATION_SEED)
-        model = module.Model(*_to_device(init_inputs, device)).to(device)
+        model = module.Model(*to_device(init_inputs, device)).to(device)
         torch.manual_seed(VALIDATION_SEED)
         inputs = module.get_inputs()
         signature = (_signature(list(inputs)), _signature(list(init_inputs)))
         with torch.no_grad():
-            output = model(*_to_device(inputs, device))
+            output = model(*to_device(inputs, device))
         tensors = output if isinstance(output, (list, tuple)) else [output]
         if any(isinstance(t, torch.Tensor) and t.numel() == 0 for t in tensors):
             return signature, "the reference output is empty"
@@ -210,12 +211,3 @@ def _run_reference(path: Path, overrides: Mapping[str, int], device: str) -> tup
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
 
-
-def _to_device(values: Any, device: str) -> Any:
-    if isinstance(values, torch.Tensor):
-        return values.to(device)
-    if isinstance(values, list):
-        return [_to_device(v, device) for v in values]
-    if isinstance(values, tuple):
-        return tuple(_to_device(v, device) for v in values)
-    return values

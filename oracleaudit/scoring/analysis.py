@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 
 from oracleaudit.errors import OracleAuditError
+from oracleaudit.tensors import leaves
 from oracleaudit.evidence import DEFAULT_GRID
 from oracleaudit.scoring.oracle import InputSelector, Oracle, Stage
 from oracleaudit.scoring import _SEED, FAIL, SKIP, Audit, _group, _rate, judge_rows
@@ -99,15 +100,11 @@ def problem_sizes(audit: Audit) -> dict[str, tuple[int, str]]:
                 inputs = module.get_inputs()
         except Exception:  # a problem that cannot run on the meta device: no size
             continue
-        shapes = [tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in _leaves(inputs)]
+        shapes = [tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in leaves(inputs)]
         sizes[problem] = reduction_size(shapes, out_shape)
     return sizes
 
 
-def _leaves(obj: Any) -> list:
-    if isinstance(obj, (list, tuple)):
-        return [leaf for item in obj for leaf in _leaves(item)]
-    return [obj]
 
 
 def _out_shape(audit: Audit, row: int) -> tuple[int, ...]:
