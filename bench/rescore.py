@@ -40,7 +40,7 @@ MODE = {"ref_matmul_tf32": False, "ref_cudnn_tf32": True, "ref_matmul_precision"
 
 def input_keys(count: int) -> list[tuple[str, int, str, str]]:
     """(key, seed, variant, distribution) of `count` inputs: the default pool's, then more normal seeds."""
-    entries = [(e.key, e.seed, e.variant, e.distribution) for e in Pool.load("default")]
+    entries = [(e.key, e.seed, e.shape, e.distribution) for e in Pool.load("default")]
     seed = 10
     while len(entries) < count:
         entries.append((f"normal/s={seed}/official", seed, "official", "normal"))

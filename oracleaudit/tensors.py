@@ -41,6 +41,14 @@ def to_device(value: Any, device: Any) -> Any:
     return map_tensors(value, lambda t: t.to(device))
 
 
+def copied_to(value: Any, device: Any, float64: bool = False) -> Any:
+    """A private copy of every tensor on `device` (floating-point ones as float64 if asked)."""
+    import torch
+
+    return map_tensors(value, lambda t: t.to(device=device, copy=True,
+                                             dtype=torch.float64 if float64 and t.is_floating_point() else t.dtype))
+
+
 def to_double(value: Any) -> Any:
     """Floating-point tensors as float64 (integer tensors and other values kept), at any depth."""
     return map_tensors(value, lambda t: t.double() if t.is_floating_point() else t)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from oracleaudit.errors import OracleAuditError
-from oracleaudit.scoring.oracle import COMPONENTS, Oracle, catalog, catalog_dir, parse_input_key
+from oracleaudit.scoring.oracle import COMPONENTS, Oracle, catalog, catalog_dir
 from oracleaudit.pool import Pool
 from oracleaudit.kernelbench import official_seeds
 
@@ -178,14 +178,6 @@ def test_fraction_within_needs_equal_atol_and_rtol() -> None:
     text = GOOD.replace("atol = 1e-4, rtol = 1e-4", "atol = 1e-4, rtol = 1e-3") + "[rule]\nmin_fraction_within = 0.9\n"
     with pytest.raises(OracleAuditError, match="atol 0.0001 ≠ rtol 0.001"):
         Oracle.from_text(text, source="x.toml")
-
-
-def test_keys_parse_into_distribution_params_scale_seed_and_variant() -> None:
-    assert parse_input_key("mixed_range/pattern=alternating/s=0/odd") == {
-        "distribution": "mixed_range", "params": {"pattern": "alternating"}, "scale": None, "seed": 0,
-        "variant": "odd"}
-    assert parse_input_key("scaled/x=0.01/s=734796314/official")["scale"] == 0.01
-    assert parse_input_key("not a key") is None
 
 
 def test_a_selector_without_scale_or_params_draws_only_the_plain_entries() -> None:

@@ -29,7 +29,7 @@ from oracleaudit.pool import (
 )
 from oracleaudit.problem import bundled_root, load_problem_module
 from oracleaudit.pool.shapes import ShapeVariant
-from oracleaudit.dataset.verify import Check, make_inputs
+from oracleaudit.dataset.checks import Check, make_inputs
 from oracleaudit.kernelbench import official_seeds
 
 SOFTMAX = bundled_root() / "level1" / "23_Softmax.py"
@@ -201,16 +201,16 @@ def test_max_elements_scales_shapes_down_through_constants_and_records_them(tmp_
     )))
     plan = pool.shape_plan(SOFTMAX)
     assert plan.max_elements == 50000 and plan.dropped == ()
-    assert [(v.name, dict(v.overrides), v.input_shapes) for v in plan.variants] == [
+    assert [(v.name, dict(v.overrides), v.input_shapes) for v in plan.shapes] == [
         ("official", {"dim": 512}, ((64, 512),)),
         ("odd", {"batch_size": 43, "dim": 359}, ((43, 359),)),
         ("small", {"batch_size": 17, "dim": 19}, ((17, 19),)),
     ]
-    assert all(v.scaled_to_limit for v in plan.variants)
+    assert all(v.scaled_to_limit for v in plan.shapes)
     for entry in pool.entries_for(SOFTMAX):
         (x,) = inputs_of(entry)
         assert x.numel() <= 50000 and (tuple(x.shape),) == entry.input_shapes
-    assert plan.as_json()["variants"][0] == {
+    assert plan.as_json()["shapes"][0] == {
         "name": "official", "overrides": {"dim": 512}, "input_shapes": [[64, 512]], "scaled_to_limit": True,
     }
 
@@ -334,7 +334,7 @@ def test_keys_name_distribution_params_scale_seed_and_variant(tmp_path: Path) ->
         "mixed_range/pattern=alternating/of=laplace/s=0/official",
     ] + [f"official/s={seed}/official" for seed in TRIAL_SEEDS]
     entry = pool.get("normal/x=3/s=7/official")
-    assert (entry.distribution, entry.seed, entry.variant, entry.scale) == ("normal", 7, "official", 3.0)
+    assert (entry.distribution, entry.seed, entry.shape, entry.scale) == ("normal", 7, "official", 3.0)
     assert entry.index == 2 and not entry.resolved
 
 
@@ -374,9 +374,9 @@ BAD_POOLS = [
     ("missing_param", 'schema_version = 1\n[[entries]]\ndistribution = "constant"\nseeds = [0]\n',
      "pool bad.toml: entry 1: distribution 'constant' needs value"),
     ("param_type", 'schema_version = 1\n[[entries]]\ndistribution = "constant"\nvalue = "half"\nseeds = [0]\n',
-     "pool bad.toml: entry 1: value must be a number, got a string ('half')"),
+     "pool bad.toml: entry 1: value must be a finite number, got a string ('half')"),
     ("param_nan", 'schema_version = 1\n[[entries]]\ndistribution = "constant"\nvalue = nan\nseeds = [0]\n',
-     "pool bad.toml: entry 1: value must be finite, got nan"),
+     "pool bad.toml: entry 1: value must be a finite number, got a number (nan)"),
     ("bad_choice", 'schema_version = 1\n[[entries]]\ndistribution = "sorted"\norder = "up"\nseeds = [0]\n',
      "pool bad.toml: entry 1: order must be one of ascending, descending, got 'up'"),
     ("bad_base", 'schema_version = 1\n[[entries]]\ndistribution = "near_max"\nof = "zeros"\nseeds = [0]\n',
@@ -389,7 +389,7 @@ BAD_POOLS = [
      'schema_version = 1\n[[entries]]\ndistribution = "normal"\nseeds = [0]\nscale = 3\nscales = [2]\n',
      "pool bad.toml: entry 1: give scale or scales, not both"),
     ("infinite_scale", 'schema_version = 1\n[[entries]]\ndistribution = "normal"\nseeds = [0]\nscale = inf\n',
-     "pool bad.toml: entry 1: scale must be finite, got inf"),
+     "pool bad.toml: entry 1: scale must be a finite number, got a number (inf)"),
     ("unknown_variant",
      'schema_version = 1\n[[entries]]\ndistribution = "normal"\nseeds = [0]\nvariants = ["tiny"]\n',
      "pool bad.toml: entry 1: unknown variant 'tiny' (known: official, odd, small, batch)"),
@@ -453,7 +453,7 @@ def test_the_default_pool_holds_the_inputs_each_catalog_oracle_needs(default_poo
 
 def test_the_default_pool_uses_every_distribution_and_variant(default_pool: Pool) -> None:
     assert {e.distribution for e in default_pool} == set(DISTRIBUTIONS) - {"uniform"}
-    assert default_pool.variants == ("official", "odd", "small", "batch")
+    assert default_pool.shapes == ("official", "odd", "small", "batch")
 
 
 @pytest.mark.parametrize("problem", [SOFTMAX, CROSS_ENTROPY, MATMUL, TRANSFORMER], ids=lambda p: p.stem)

@@ -21,7 +21,8 @@ from oracleaudit.cli import main
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.execution.measure import measure
 from oracleaudit.mutant import PENDING, Mutant, write_mutants
-from oracleaudit.scoring.oracle import Oracle, catalog, parse_input_key
+from oracleaudit.pool.key import parse_input_key
+from oracleaudit.scoring.oracle import Oracle, catalog
 from oracleaudit.scoring.analysis import (
     aggressiveness,
     attribution,
@@ -64,8 +65,8 @@ def draw(problem: str, key: str) -> torch.Tensor:
     """The input of a (problem, pool key): a (rows, k) float32 tensor drawn like the pool would."""
     parts = parse_input_key(key)
     g = torch.Generator().manual_seed(zlib.crc32(f"{problem}|{parts['distribution']}|{parts['seed']}|"
-                                                 f"{parts['variant']}".encode()))
-    rows, k = {"official": (32, 64), "odd": (31, 61), "small": (17, 17), "batch": (17, 64)}[parts["variant"]]
+                                                 f"{parts['shape']}".encode()))
+    rows, k = {"official": (32, 64), "odd": (31, 61), "small": (17, 17), "batch": (17, 64)}[parts["shape"]]
     dist = parts["distribution"]
     if dist in ("official", "scaled"):
         x = torch.rand(rows, k, generator=g)
@@ -151,7 +152,7 @@ class Synthetic:
     def _base(case: Case, mutant: str, status: str = "Ok") -> dict:
         parts = case.parts
         return {"problem": case.problem, "mutant_id": mutant, "input_id": case.key, "input_seed": parts["seed"],
-                "shape_variant": parts["variant"], "distribution": parts["distribution"], "output_index": 0,
+                "shape_variant": parts["shape"], "distribution": parts["distribution"], "output_index": 0,
                 "status": status, "ref_matmul_tf32": False, "ref_cudnn_tf32": True, "ref_matmul_precision": "highest",
                 "ref_device": "cpu"}
 
@@ -182,7 +183,7 @@ def _neg_relu_sum(case: Case) -> dict:
 
 
 def _odd_only(case: Case) -> dict:
-    if case.parts["variant"] == "odd":
+    if case.parts["shape"] == "odd":
         return {"out": chunked_sum(case.x[..., :-1])}
     return {"out": case.original}
 

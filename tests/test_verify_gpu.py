@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from oracleaudit.problem import bundled_root
-from oracleaudit.dataset.verify import read_records, verify_solutions
+from oracleaudit.dataset.records import read_records
+from oracleaudit.dataset.verify import verify_solutions
 
 
 @pytest.mark.gpu

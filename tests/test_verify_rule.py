@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from oracleaudit.pool.shapes import ShapeVariant
-from oracleaudit.dataset.verify import Check, compare, excess, make_inputs
+from oracleaudit.dataset.checks import Check, compare, excess, make_inputs
 from oracleaudit.kernelbench import official_seeds
 
 REF = torch.tensor([1.0, -2.0, 100.0, 0.0], dtype=torch.float64)

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from oracleaudit.execution import worker
-from oracleaudit.execution.worker import ModelTemplates
+from oracleaudit.execution.models import ModelTemplates
+from oracleaudit.kernelbench import WEIGHT_SEED
 
 EXTENSION = types.ModuleType("fake_extension")  # stands in for a compiled extension (a module object)
 
@@ -52,7 +53,7 @@ def run_fresh(model: torch.nn.Module, c) -> torch.Tensor:
 
 
 def constructed_the_kernelbench_way(model_class, c) -> torch.Tensor:
-    torch.manual_seed(worker.WEIGHT_SEED)
+    torch.manual_seed(WEIGHT_SEED)
     return run_fresh(model_class(*c.init).eval(), c)
 
 

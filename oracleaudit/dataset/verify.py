@@ -1,56 +1,27 @@
-"""Verification of solutions against an fp64 reference, and the verification records that prove it.
+"""Verification of solutions against an fp64 reference (`oracleaudit verify`), and the records that prove it.
 
 For each (problem, solution) pair, `ModelNew` is built by importing the solution (which compiles its CUDA
 code with `load_inline`), `Model` and `ModelNew` are constructed with `torch.manual_seed(42)` before each
-constructor (the KernelBench convention), and every check runs three computations on the same inputs:
+constructor (the KernelBench convention), and every check (checks.py, with its pass rule) runs three
+computations on the same inputs:
 
 - the solution, `ModelNew` (fp32);
 - PyTorch's own fp32 computation, `Model`, with TF32 off for matmul and cuDNN;
 - the fp64 reference, `copy.deepcopy(Model).double()` on the inputs converted to float64 (float tensors
   only; integer tensors are passed unchanged).
 
-The checks: the official inputs (`get_inputs()`) under the 5 KernelBench trial seeds (drawn from seed 42);
-standard normal, uniform(−1, 1) and large-magnitude (1e3 × standard normal) inputs, which replace the float
-inputs only (same shapes and dtypes; integer inputs keep `get_inputs()`'s values); and the official inputs
-on the "odd" and "small" shape variants (see `oracleaudit.shapes`).
-
-Pass rule of one check, with atol = rtol = 1e-4 (KernelBench's fp32 tolerance). For an output t let
-
-    excess(t) = max_i ( |t_i − ref64_i| − rtol · |ref64_i| )
-
-(`torch.allclose(t, ref64, atol, rtol)` holds iff excess(t) ≤ atol). The check passes iff
-
-1. the solution's outputs have the shapes of the reference's and the dtypes of PyTorch's fp32 outputs;
-2. the solution has no NaN/Inf where ref64 is finite, except where PyTorch's fp32 output is not finite
-   either (the exact result is outside fp32's range on that input, so no fp32 kernel can be blamed);
-3. excess(out) ≤ max(atol, 4 · excess(torch_fp32)): within KernelBench's tolerance, or no worse than 4×
-   PyTorch's own fp32 computation on that same input.
-
-excess(out) is taken over the elements where ref64, PyTorch's fp32 output and the solution's output are all
-finite, excess(torch_fp32) over those where ref64 and PyTorch's fp32 output are finite. `nonfinite` counts
-the solution's rule-2 violations, `fp32_nonfinite` the elements where PyTorch's fp32 output is not finite
-although ref64 is. A problem is verified iff its solution built and every check passed.
-
-Records are one JSON line per problem in `verification.jsonl` (schema `SCHEMA_VERSION`), merged by problem,
-sorted by (level, id) and written atomically after each problem. A record holds: schema_version; problem
-{level, id, name}; problem_file and solution_file (relative to the problem root) and their sha256; gpu, torch,
-cuda, date (UTC); criterion {atol, rtol, fp32_margin, fp32_reference_tf32}; checks, each {name, distribution,
-seed, overrides, passed, max_abs_err, max_rel_err, excess, fp32_excess, nonfinite, fp32_nonfinite, error};
-dropped_variants [{name, reason}]; forward_ms (fastest timed forward of ModelNew on the official inputs,
-present when the official checks passed on a GPU); verified; error (the first line of a build/import/worker failure, else
-null). Numbers that cannot be computed (no comparable element, a shape mismatch) are null, never a sentinel.
-
+A problem is verified iff its solution built and every check passed; the record (records.py) says so.
 Solutions run in parallel, one fresh spawned worker process per problem (a CUDA fault cannot leak into the
 next problem), each with its own TORCH_EXTENSIONS_DIR, MAX_JOBS=2, a log file and a time limit. This module
 never imports tree-sitter or libclang (the GPU machine lacks them).
 """
+
 
 from __future__ import annotations
 
 import contextlib
 import copy
 import datetime
-import json
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -62,224 +33,25 @@ import traceback
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import torch
 
+from oracleaudit.dataset.checks import CRITERION, Check, Comparison, compare, make_inputs, plan_checks
+from oracleaudit.dataset.records import RECORDS_FILE, SCHEMA_VERSION, merge_records, read_records
 from oracleaudit.errors import OracleAuditError
-from oracleaudit.tensors import leaves
-from oracleaudit.files import file_sha256, write_atomic
+from oracleaudit.files import file_sha256
+from oracleaudit.kernelbench import WEIGHT_SEED
+from oracleaudit.pool.shapes import ShapeVariant, shape_variants
+from oracleaudit.problem import (Pair, Problem, Unpaired, bundled_root, first_line, load_problem_module,
+                                 load_solution_module, pair_solutions)
+from oracleaudit.tensors import copied_to
 from oracleaudit.terminal import progress_bar
-from oracleaudit.kernelbench import WEIGHT_SEED, official_seeds
-from oracleaudit.problem import (
-    Pair,
-    Problem,
-    Unpaired,
-    bundled_root,
-    first_line,
-    load_problem_module,
-    load_solution_module,
-    pair_solutions,
-)
-from oracleaudit.pool.shapes import ShapeVariant, ShapeVariants, shape_variants
 
-__all__ = [
-    "ATOL",
-    "FP32_MARGIN",
-    "RECORDS_FILE",
-    "RTOL",
-    "SCHEMA_VERSION",
-    "Check",
-    "Comparison",
-    "Outcome",
-    "VerifyReport",
-    "compare",
-    "default_jobs",
-    "excess",
-    "make_inputs",
-    "merge_records",
-    "plan_checks",
-    "read_records",
-    "verify_pair",
-    "verify_solutions",
-]
+__all__ = ["Outcome", "VerifyReport", "default_jobs", "verify_pair", "verify_solutions"]
 
-SCHEMA_VERSION = 1
-RECORDS_FILE = "verification.jsonl"
-ATOL = 1e-4
-RTOL = 1e-4
-FP32_MARGIN = 4.0
-INPUT_SEED = 42
-LARGE_SCALE = 1e3
 MAX_JOBS_PER_BUILD = 2
 DEFAULT_TIMEOUT_S = 1800.0
-DISTRIBUTIONS = ("official", "normal", "uniform", "large")
-
-CRITERION = {"atol": ATOL, "rtol": RTOL, "fp32_margin": FP32_MARGIN, "fp32_reference_tf32": False}
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Checks and their inputs
-
-
-@dataclass(frozen=True)
-class Check:
-    """One verification check: which input distribution, which seed, on which shape variant."""
-
-    name: str
-    distribution: str
-    seed: int
-    variant: ShapeVariant
-
-
-def plan_checks(variants: ShapeVariants) -> list[Check]:
-    """The checks a problem is verified with, in run order."""
-    official = variants.variants[0]
-    checks = [Check(f"official-{k}", "official", s, official) for k, s in enumerate(official_seeds())]
-    checks += [Check(name, name, INPUT_SEED, official) for name in ("normal", "uniform", "large")]
-    for name in ("odd", "small"):
-        variant = variants.get(name)
-        if variant is not None:
-            checks.append(Check(f"{name}-shapes", "official", INPUT_SEED, variant))
-    return checks
-
-
-def make_inputs(module: Any, check: Check) -> list:
-    """The check's inputs (CPU): `get_inputs()` under the check's seed, float tensors redrawn if asked."""
-    if check.distribution not in DISTRIBUTIONS:
-        raise OracleAuditError(f"unknown input distribution {check.distribution!r} in check {check.name}")
-    torch.manual_seed(check.seed)
-    inputs = list(module.get_inputs())
-    if check.distribution == "official":
-        return inputs
-    generator = torch.Generator().manual_seed(check.seed)
-    return [_redraw(value, check.distribution, generator) for value in inputs]
-
-
-def _redraw(value: Any, distribution: str, generator: torch.Generator) -> Any:
-    if isinstance(value, (list, tuple)):
-        return type(value)(_redraw(v, distribution, generator) for v in value)
-    if not isinstance(value, torch.Tensor) or not value.is_floating_point():
-        return value
-    shape, dtype = value.shape, value.dtype
-    if distribution == "normal":
-        return torch.randn(shape, generator=generator, dtype=dtype)
-    if distribution == "uniform":
-        return torch.rand(shape, generator=generator, dtype=dtype) * 2 - 1
-    return torch.randn(shape, generator=generator, dtype=dtype) * LARGE_SCALE
-
-
-def _prepared(value: Any, device: str, float64: bool = False) -> Any:
-    """A private copy of inputs on `device` (float tensors as float64 if asked)."""
-    if isinstance(value, list):
-        return [_prepared(v, device, float64) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_prepared(v, device, float64) for v in value)
-    if isinstance(value, torch.Tensor):
-        dtype = torch.float64 if float64 and value.is_floating_point() else value.dtype
-        return value.to(device=device, dtype=dtype, copy=True)
-    return value
-
-
-# ---------------------------------------------------------------------------------------------------------
-# The pass rule
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """How a solution's output compares with the fp64 reference and with PyTorch's fp32 output."""
-
-    passed: bool
-    mismatch: str | None = None
-    nonfinite: int = 0
-    fp32_nonfinite: int = 0
-    max_abs_err: float | None = None
-    max_rel_err: float | None = None
-    excess: float | None = None
-    fp32_excess: float | None = None
-
-
-def excess(t: torch.Tensor, ref64: torch.Tensor, rtol: float = RTOL) -> float | None:
-    """max_i(|t_i − ref64_i| − rtol·|ref64_i|) over elements where both are finite (None if there are none)."""
-    t, r = t.detach().to(torch.float64), ref64.detach().to(torch.float64)
-    mask = torch.isfinite(t) & torch.isfinite(r)
-    return _masked_max((t - r).abs() - rtol * r.abs(), mask)
-
-
-def _masked_max(values: torch.Tensor, mask: torch.Tensor) -> float | None:
-    if not bool(mask.any()):
-        return None
-    return float(torch.where(mask, values, torch.full_like(values, -torch.inf)).max().item())
-
-
-
-
-def compare(
-    out: Any,
-    ref64: Any,
-    fp32: Any,
-    atol: float = ATOL,
-    rtol: float = RTOL,
-    margin: float = FP32_MARGIN,
-) -> Comparison:
-    """Apply the pass rule (module docstring) to outputs: a tensor or a (nested) tuple/list of tensors."""
-    outs, refs, fp32s = leaves(out), leaves(ref64), leaves(fp32)
-    if not (len(outs) == len(refs) == len(fp32s)):
-        return Comparison(False, f"the solution returns {len(outs)} outputs, the reference {len(refs)}")
-    parts = [_compare_one(i, o, r, f, atol, rtol, margin) for i, (o, r, f) in enumerate(zip(outs, refs, fp32s))]
-    mismatch = next((p.mismatch for p in parts if p.mismatch), None)
-
-    def worst(values: Iterable[float | None]) -> float | None:
-        present = [v for v in values if v is not None]
-        return max(present) if present else None
-
-    return Comparison(
-        passed=all(p.passed for p in parts),
-        mismatch=mismatch,
-        nonfinite=sum(p.nonfinite for p in parts),
-        fp32_nonfinite=sum(p.fp32_nonfinite for p in parts),
-        max_abs_err=worst(p.max_abs_err for p in parts),
-        max_rel_err=worst(p.max_rel_err for p in parts),
-        excess=worst(p.excess for p in parts),
-        fp32_excess=worst(p.fp32_excess for p in parts),
-    )
-
-
-def _compare_one(
-    index: int, out: Any, ref64: Any, fp32: Any, atol: float, rtol: float, margin: float
-) -> Comparison:
-    which = f"output {index}"
-    if not isinstance(ref64, torch.Tensor) or not isinstance(fp32, torch.Tensor):
-        return Comparison(False, f"the reference's {which} is not a tensor")
-    if not isinstance(out, torch.Tensor):
-        return Comparison(False, f"the solution's {which} is {type(out).__name__}, not a tensor")
-    if tuple(out.shape) != tuple(ref64.shape):
-        return Comparison(False, f"{which} has shape {tuple(out.shape)}, the reference {tuple(ref64.shape)}")
-    if out.dtype != fp32.dtype:
-        return Comparison(False, f"{which} has dtype {out.dtype}, the reference {fp32.dtype}")
-    if tuple(fp32.shape) != tuple(ref64.shape):
-        return Comparison(False, f"PyTorch's fp32 {which} has shape {tuple(fp32.shape)}, fp64 {tuple(ref64.shape)}")
-
-    o = out.detach().to(device=ref64.device, dtype=torch.float64)
-    r = ref64.detach().to(torch.float64)
-    f = fp32.detach().to(device=ref64.device, dtype=torch.float64)
-    ref_ok, fp32_ok, out_ok = torch.isfinite(r), torch.isfinite(f), torch.isfinite(o)
-    judged = ref_ok & fp32_ok
-    nonfinite = int((judged & ~out_ok).sum().item())
-    fp32_nonfinite = int((ref_ok & ~fp32_ok).sum().item())
-    scored = judged & out_ok
-
-    diff = (o - r).abs()
-    slack = rtol * r.abs()
-    out_excess = _masked_max(diff - slack, scored)
-    fp32_excess = _masked_max((f - r).abs() - slack, judged)
-    max_abs = _masked_max(diff, scored)
-    nonzero = scored & (r != 0)
-    max_rel = _masked_max(diff / torch.where(nonzero, r.abs(), torch.ones_like(r)), nonzero)
-
-    bound = atol if fp32_excess is None else max(atol, margin * fp32_excess)
-    passed = nonfinite == 0 and (out_excess is None or out_excess <= bound)
-    return Comparison(passed, None, nonfinite, fp32_nonfinite, max_abs, max_rel, out_excess, fp32_excess)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -378,7 +150,7 @@ class _Models:
 def _build_models(problem: Problem, solution: Any, variant: ShapeVariant, device: str) -> _Models:
     module = load_problem_module(problem, variant.as_dict())
     torch.manual_seed(WEIGHT_SEED)
-    init_inputs = _prepared(list(module.get_init_inputs()), device)
+    init_inputs = copied_to(list(module.get_init_inputs()), device)
     torch.manual_seed(WEIGHT_SEED)
     model = module.Model(*init_inputs).to(device)
     torch.manual_seed(WEIGHT_SEED)
@@ -390,10 +162,10 @@ def _build_models(problem: Problem, solution: Any, variant: ShapeVariant, device
 def _run_check(models: _Models, check: Check, device: str) -> Comparison:
     inputs = make_inputs(models.module, check)
     with torch.no_grad():
-        out = models.model_new(*_prepared(inputs, device))
+        out = models.model_new(*copied_to(inputs, device))
         _sync(device)
-        fp32 = models.model(*_prepared(inputs, device))
-        ref64 = models.model64(*_prepared(inputs, device, float64=True))
+        fp32 = models.model(*copied_to(inputs, device))
+        ref64 = models.model64(*copied_to(inputs, device, float64=True))
         _sync(device)
     return compare(out, ref64, fp32)
 
@@ -401,7 +173,7 @@ def _run_check(models: _Models, check: Check, device: str) -> Comparison:
 def _forward_ms(models: _Models, check: Check, device: str, repeats: int = 20) -> float:
     """The fastest of `repeats` timed forwards of ModelNew on the official inputs (CUDA events, after 3
     warm-ups). The minimum, because other problems share the GPU while verification runs in parallel."""
-    inputs = _prepared(make_inputs(models.module, check), device)
+    inputs = copied_to(make_inputs(models.module, check), device)
     times = []
     with torch.no_grad():
         for i in range(repeats + 3):
@@ -470,54 +242,6 @@ def _verify_into(record: dict[str, Any], pair: Pair, device: str) -> None:
         del models
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
-
-
-# ---------------------------------------------------------------------------------------------------------
-# The records file
-
-
-def _record_key(record: Any, where: str) -> tuple[int, int]:
-    if not isinstance(record, dict):
-        raise OracleAuditError(f"{where}: a verification record must be a JSON object")
-    version = record.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise OracleAuditError(f"{where}: schema_version is {version!r}, this oracleaudit reads {SCHEMA_VERSION}")
-    problem = record.get("problem")
-    level = problem.get("level") if isinstance(problem, dict) else None
-    ident = problem.get("id") if isinstance(problem, dict) else None
-    if not isinstance(level, int) or not isinstance(ident, int):
-        raise OracleAuditError(f"{where}: the record has no problem level and id")
-    return (level, ident)
-
-
-def read_records(path: Path) -> dict[tuple[int, int], dict[str, Any]]:
-    """The verification records of a file by (level, id); a missing file has none.
-
-    Every line must be a JSON object with the current schema_version.
-    """
-    path = Path(path)
-    if not path.exists():
-        return {}
-    records: dict[tuple[int, int], dict[str, Any]] = {}
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise OracleAuditError(f"{path}:{lineno}: not a JSON line ({err.msg})") from None
-        records[_record_key(record, f"{path}:{lineno}")] = record
-    return records
-
-
-def merge_records(path: Path, records: Iterable[dict[str, Any]]) -> None:
-    """Merge records into a records file: each replaces its problem's old record; sorted; written atomically."""
-    path = Path(path)
-    merged = read_records(path)
-    for record in records:
-        merged[_record_key(record, f"record for {path}")] = record
-    lines = [json.dumps(merged[key], sort_keys=True, allow_nan=False) + "\n" for key in sorted(merged)]
-    write_atomic(path, "".join(lines), sync=True)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -32,7 +32,6 @@ import os
 import sys
 import time
 import traceback
-import types
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +41,7 @@ import numpy as np
 
 from oracleaudit.execution.protocol import (Built, Done, Failed, Fatal, Job, Memory, Ready,
                                   Rows, Started)
+from oracleaudit.execution.models import ModelTemplates
 from oracleaudit.kernelbench import WEIGHT_SEED
 from oracleaudit.status import ORIGINAL, REFERENCE, Status
 from oracleaudit.tensors import map_tensors, tensor_bytes, tensors, to_double
@@ -165,74 +165,8 @@ class GpuEntry:
         return self.entry.key
 
 
-class ModelTemplates:
-    """Fresh ModelNew instances of one variant, as KernelBench makes them (the weight seed, then the
-    constructor), made once per set of init args and deep-copied per input.
-
-    A copy equals a fresh construction: the same parameter and buffer values, the same Python state, and
-    the CPU and CUDA RNG states the constructor left behind are restored with it. Extension modules the
-    model refers to are shared, not copied. A model that cannot be deep-copied is constructed per input.
-    `on_host` keeps the template on the CPU and moves each copy to the device (input-by-input order)."""
-
-    def __init__(self, model_class, device: str, on_host: bool = False):
-        self.model_class = model_class
-        self.device = device
-        self.on_host = on_host
-        self.templates: dict[Any, tuple | None] = {}
-
-    def fresh(self, key: Any, init: list):
-        import torch
-
-        template = self.templates.get(key)
-        if template is not None:
-            model, rng = template
-            copied = copy.deepcopy(model, _shared_modules(model))
-            self._set_rng(rng)
-            return copied.to(self.device) if self.on_host else copied
-        torch.manual_seed(WEIGHT_SEED)
-        model = self.model_class(*init)
-        if not self.on_host:
-            model = model.to(self.device)
-        model = model.eval()
-        if key not in self.templates:
-            rng = self._rng()
-            try:
-                self.templates[key] = (copy.deepcopy(model, _shared_modules(model)), rng)
-            except Exception:  # e.g. an attribute pybind11 cannot copy: construct per input instead
-                self.templates[key] = None
-        return model.to(self.device) if self.on_host else model
-
-    def bytes(self) -> int:
-        total = 0
-        for template in self.templates.values():
-            if template is not None:
-                model = template[0]
-                total += tensor_bytes([*model.parameters(), *model.buffers()]) if hasattr(model, "parameters") else 0
-        return total
-
-    def _rng(self) -> tuple:
-        import torch
-
-        cuda = torch.device(self.device).type == "cuda"
-        return torch.get_rng_state(), torch.cuda.get_rng_state(self.device) if cuda else None
-
-    def _set_rng(self, rng: tuple) -> None:
-        import torch
-
-        torch.set_rng_state(rng[0])
-        if rng[1] is not None:
-            torch.cuda.set_rng_state(rng[1], self.device)
 
 
-def _shared_modules(model) -> dict[int, Any]:
-    """A deepcopy memo that keeps Python modules (compiled extensions) the model's objects refer to."""
-    memo = {}
-    modules = model.modules() if hasattr(model, "modules") else [model]
-    for sub in modules:
-        for value in vars(sub).values():
-            if isinstance(value, types.ModuleType):
-                memo[id(value)] = value
-    return memo
 
 
 def row(mutant_id, problem: str, entry: tuple, index, status, error_class, error_message, time_ms, repeat_equal,
@@ -321,8 +255,8 @@ class JobRun:
         job = self.job
         if job.shapes:
             shapes = {name: (overrides, inputs) for name, overrides, inputs in job.shapes}
-            entries = {e.key: replace(e, overrides=shapes[e.variant][0], input_shapes=shapes[e.variant][1])
-                       for e in pool if e.variant in shapes}
+            entries = {e.key: replace(e, overrides=shapes[e.shape][0], input_shapes=shapes[e.shape][1])
+                       for e in pool if e.shape in shapes}
         else:
             entries = {e.key: e for e in pool.entries_for(self.problem)}
         missing = [key for key, *_ in job.entry_keys if key not in entries]

@@ -23,12 +23,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
 from oracleaudit.errors import OracleAuditError
-from oracleaudit.tensors import to_device
+from oracleaudit.tensors import leaves, to_device
 from oracleaudit.problem import Problem, first_line, int_constants, load_problem_module
 
 __all__ = [
@@ -40,6 +40,9 @@ __all__ = [
     "shape_variants",
     "small_sizes",
 ]
+
+SHAPES = ("official", "odd", "small", "batch")
+"""The shape variants a pool may ask for: the problem's own constants, odd sizes, small sizes, another batch."""
 
 MIN_CHANGED = 16
 """Int constants below this value are never changed by a variant."""
@@ -211,3 +214,229 @@ def _run_reference(path: Path, overrides: Mapping[str, int], device: str) -> tup
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
 
+
+# ---------------------------------------------------------------------------------------------------------
+# Shape plans: the overrides and input shapes of each (problem, variant)
+
+
+@dataclass(frozen=True)
+class ResolvedShape:
+    """A shape variant as used for one problem: the constants changed from the file and the input shapes."""
+
+    name: str
+    overrides: tuple[tuple[str, int], ...]
+    input_shapes: tuple[tuple[int, ...] | None, ...]
+    scaled_to_limit: bool = False
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "overrides": dict(self.overrides),
+            "input_shapes": [list(s) if s is not None else None for s in self.input_shapes],
+            "scaled_to_limit": self.scaled_to_limit,
+        }
+
+
+@dataclass(frozen=True)
+class ShapePlan:
+    """The shape variants a pool uses for one problem: the ones made and the ones dropped, with the reason."""
+
+    problem: str
+    max_elements: int | None
+    shapes: tuple[ResolvedShape, ...]
+    dropped: tuple[DroppedVariant, ...]
+
+    def get(self, name: str) -> ResolvedShape | None:
+        return next((v for v in self.shapes if v.name == name), None)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "problem": self.problem,
+            "max_elements": self.max_elements,
+            "shapes": [v.as_json() for v in self.shapes],
+            "dropped": [{"name": d.name, "reason": d.reason} for d in self.dropped],
+        }
+
+
+
+
+def input_shapes(inputs: Any) -> tuple[tuple[int, ...] | None, ...]:
+    return tuple(tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in leaves(inputs))
+
+
+def _largest(shapes: Sequence[tuple[int, ...] | None]) -> int:
+    return max((math.prod(s) for s in shapes if s is not None), default=0)
+
+
+class _Shapes:
+    """Input shapes of a problem for given constants, computed without allocating (on the meta device)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.module = load_problem_module(path)
+        self.official = int_constants(self.module)
+
+    def __call__(self, values: Mapping[str, int]) -> tuple[tuple[int, ...] | None, ...]:
+        for name, value in {**self.official, **values}.items():
+            setattr(self.module, name, value)
+        try:
+            with torch.device("meta"):
+                return input_shapes(self.module.get_inputs())
+        except Exception:
+            with torch.random.fork_rng(devices=[]):  # get_inputs needs real tensors: allocate them
+                return input_shapes(self.module.get_inputs())
+
+    def changed(self, values: Mapping[str, int]) -> dict[str, int]:
+        """The constants whose value differs from the file's, in definition order."""
+        return {n: values[n] for n in self.official if n in values and values[n] != self.official[n]}
+
+
+def _prev_prime(n: int) -> int:
+    while n > 1 and not all(n % d for d in range(2, math.isqrt(n) + 1)):
+        n -= 1
+    return n
+
+
+def _half(value: int, keep_prime: bool) -> int | None:
+    """The next smaller size when scaling down: the half (or the largest prime ≤ the half), None below 1 (2)."""
+    if keep_prime:
+        half = _prev_prime(value // 2)
+        return half if half >= 2 else None
+    return value // 2 if value // 2 >= 1 else None
+
+
+def _scale_down(shapes: _Shapes, values: Mapping[str, int], limit: int, keep_prime: bool) -> dict[str, int]:
+    """Halve eligible constants, largest first, until no input holds more than `limit` elements."""
+    values = dict(values)
+    eligible = [n for n, v in shapes.official.items() if v >= MIN_CHANGED]
+    largest = _largest(shapes(values))
+    while largest > limit:
+        best: tuple[int, int, str, int] | None = None
+        for index, name in enumerate(eligible):
+            smaller = _half(values[name], keep_prime)
+            if smaller is None:
+                continue
+            if _largest(shapes({**values, name: smaller})) < largest:
+                candidate = (values[name], -index, name, smaller)
+                best = candidate if best is None or candidate > best else best
+        if best is None:
+            raise _CannotScale(
+                f"no module-level constant can bring the largest input ({largest} elements) "
+                f"to max_elements={limit}"
+            )
+        values[best[2]] = best[3]
+        largest = _largest(shapes(values))
+    return values
+
+
+class _CannotScale(Exception):
+    pass
+
+
+def _describe(overrides: Mapping[str, int]) -> str:
+    return ", ".join(f"{n}={v}" for n, v in overrides.items()) or "the official constants"
+
+
+def _validated(shapes: _Shapes, target: Mapping[str, int], base: Mapping[str, int], base_signature: Any,
+               subsets: bool) -> tuple[dict[str, int] | None, str]:
+    """The first of `target`'s subsets (all constants first) on which the reference runs and the inputs change;
+    constants outside the subset keep their `base` values."""
+    tried = _candidate_subsets(list(target)) if subsets else [tuple(target)]
+    first_error = ""
+    for subset in tried:
+        values = {**base, **{n: target[n] for n in subset}}
+        overrides = shapes.changed(values)
+        signature, error = _run_reference(shapes.path, overrides, "cpu")
+        if error is None and signature == base_signature:
+            error = "changing the constants does not change the inputs (get_inputs ignores them)"
+        if error is None:
+            return values, ""
+        if not first_error:
+            first_error = f"with {_describe(overrides)}: {error}"
+    return None, f"the reference fails on every tried subset of changed constants; {first_error}"
+
+
+def resolve_shapes(problem: Problem | Path, variants: Sequence[str] = SHAPES,
+                   max_elements: int | None = None) -> ShapePlan:
+    """The overrides and input shapes of the named shape variants of a problem (see the module docstring).
+
+    Variants are validated on the reference Model on the CPU. A variant that cannot be made is dropped with
+    the reason; if the official shapes cannot be run (or scaled to `max_elements`) it is an error.
+    """
+    path = Path(problem.path if isinstance(problem, Problem) else problem)
+    label = problem.label if isinstance(problem, Problem) else f"{path.parent.name}/{path.stem}"
+    unknown = [v for v in variants if v not in SHAPES]
+    if unknown:
+        raise OracleAuditError(f"unknown shape variant {unknown[0]!r} (known: {', '.join(SHAPES)})")
+    shapes = _Shapes(path)
+    official_values = dict(shapes.official)
+    scaled = max_elements is not None and _largest(shapes(official_values)) > max_elements
+    if scaled:
+        try:
+            official_values = _scale_down(shapes, official_values, max_elements, keep_prime=False)
+        except _CannotScale as err:
+            raise OracleAuditError(f"{path}: the official shapes cannot be scaled down: {err}") from None
+    base_overrides = shapes.changed(official_values)
+    base_signature, error = _run_reference(path, base_overrides, "cpu")
+    if error is not None:
+        where = f" scaled to max_elements={max_elements} ({_describe(base_overrides)})" if scaled else ""
+        raise OracleAuditError(f"{path}: the reference Model fails on the official shapes{where}: {error}")
+
+    made: dict[str, dict[str, int]] = {"official": official_values}
+    dropped: list[DroppedVariant] = []
+    eligible = {n: official_values[n] for n, v in shapes.official.items() if v >= MIN_CHANGED}
+    wanted = [v for v in SHAPES if v in variants and v != "official"]
+    if not scaled and any(v in wanted for v in ("odd", "small")):
+        found = shape_variants(path)  # exactly the variants oracleaudit's verification uses
+        for name in ("odd", "small"):
+            variant = found.get(name)
+            if variant is not None:
+                made[name] = {**official_values, **variant.as_dict()}
+        dropped += [d for d in found.dropped if d.name in wanted]
+    elif scaled:
+        proposals = {
+            "odd": lambda: {n: odd_size(v) for n, v in eligible.items() if v >= MIN_CHANGED},
+            "small": lambda: small_sizes(eligible),
+        }
+        for name in (v for v in ("odd", "small") if v in wanted):
+            target = proposals[name]()
+            if not target:
+                dropped.append(DroppedVariant(name, f"no module-level int constant ≥ {MIN_CHANGED} to change"))
+                continue
+            values, reason = _validated(shapes, target, official_values, base_signature, subsets=True)
+            if values is None:
+                dropped.append(DroppedVariant(name, reason))
+            else:
+                made[name] = values
+    if "batch" in wanted:
+        target = {n: v // 2 + 1 for n, v in official_values.items() if "batch" in n.lower() and v >= 3}
+        if not target:
+            dropped.append(DroppedVariant("batch", "no module-level int constant named like 'batch' (≥ 3) to change"))
+        else:
+            values, reason = _validated(shapes, target, official_values, base_signature, subsets=False)
+            if values is None:
+                dropped.append(DroppedVariant("batch", reason))
+            else:
+                made["batch"] = values
+
+    resolved: list[ResolvedShape] = []
+    for name in (v for v in SHAPES if v in made and v in variants):
+        values = made[name]
+        limited = scaled
+        if max_elements is not None and _largest(shapes(values)) > max_elements:
+            try:
+                values = _scale_down(shapes, values, max_elements, keep_prime=name in ("odd", "small"))
+            except _CannotScale as err:
+                dropped.append(DroppedVariant(name, str(err)))
+                continue
+            _, error = _run_reference(path, shapes.changed(values), "cpu")
+            if error is not None:
+                dropped.append(DroppedVariant(
+                    name, f"scaled to max_elements={max_elements} ({_describe(shapes.changed(values))}): {error}"))
+                continue
+            limited = True
+        overrides = tuple(shapes.changed(values).items())
+        resolved.append(ResolvedShape(name, overrides, shapes(values), limited))
+    order = {name: i for i, name in enumerate(SHAPES)}
+    dropped.sort(key=lambda d: order.get(d.name, len(order)))
+    return ShapePlan(label, max_elements, tuple(resolved), tuple(dropped))

@@ -18,7 +18,8 @@ from oracleaudit.errors import OracleAuditError
 from oracleaudit.tensors import leaves
 from oracleaudit.evidence import DEFAULT_GRID
 from oracleaudit.scoring.oracle import InputSelector, Oracle, Stage
-from oracleaudit.scoring import _SEED, FAIL, SKIP, Audit, _group, _rate, judge_rows
+from oracleaudit.scoring.audit import SEED, Audit, group_rates, rate
+from oracleaudit.scoring.verdicts import FAIL, SKIP, judge_rows
 from oracleaudit.status import ORIGINAL, REFERENCE, Status
 
 __all__ = ["aggressiveness", "attribution", "blind_band", "input_family", "problem_sizes", "reduction_size",
@@ -27,14 +28,14 @@ __all__ = ["aggressiveness", "attribution", "blind_band", "input_family", "probl
 
 def _detection(audit: Audit, oracle: Oracle, mask: np.ndarray | None = None) -> tuple[int, int, float | None]:
     """(witnessed, killed, detection) over the witnessed mutants the oracle killed or observed on all its
-    inputs (see scoring._group)."""
+    inputs (see scoring.audit.group_rates)."""
     v = audit.verdicts(oracle)
     witnessed = audit.witness["witnessed"].to_numpy() & (v.killed | v.complete)
     if mask is not None:
         witnessed = witnessed & mask
     killed = int((witnessed & v.killed).sum())
     w = int(witnessed.sum())
-    return w, killed, _rate(killed, w)
+    return w, killed, rate(killed, w)
 
 
 def tolerance_curve(audit: Audit, oracle: Oracle, tolerances: Sequence[float] = DEFAULT_GRID) -> dict[str, Any]:
@@ -173,7 +174,7 @@ def _none(value: Any) -> float | None:
 
 def input_family(key: str) -> str:
     """An input's family: its pool key without the seed (`normal/x=1000/official`)."""
-    return _SEED.sub("", key)
+    return SEED.sub("", key)
 
 
 def _everywhere(oracle: Oracle, tolerance: float | None) -> Oracle:
@@ -189,7 +190,7 @@ def aggressiveness(audit: Audit, oracle: Oracle, tolerance: float | None = None)
     probe = _everywhere(oracle, tolerance)
     f = audit.obs.frame
     originals = np.flatnonzero((f["mutant_id"] == ORIGINAL).to_numpy())
-    judged = judge_rows(audit, probe, originals)
+    judged = judge_rows(audit.obs, probe, originals)
     rows = judged["row"].to_numpy()
     trials = pd.DataFrame({"problem": f["problem"].to_numpy(dtype=object)[rows],
                            "input": f["input_id"].to_numpy(dtype=object)[rows],
@@ -218,7 +219,7 @@ def unrefereeable(audit: Audit, oracle: Oracle) -> dict[str, Any]:
         return {"oracle": oracle.name, "problems": [], "note": "the oracle's reference is the fp64 one"}
     f = audit.obs.frame
     refs = np.flatnonzero((f["mutant_id"] == REFERENCE).to_numpy() & (f["status"] == Status.OK).to_numpy())
-    judged = judge_rows(audit, oracle, refs, prefix="fp64_")
+    judged = judge_rows(audit.obs, oracle, refs, prefix="fp64_")
     failed = judged[judged["state"] == FAIL]
     problems = []
     if len(failed):
@@ -297,9 +298,9 @@ def scale(audit: Audit, oracle: Oracle, sizes: Mapping[str, tuple[int, str] | in
              & f["fp64_comparable"].to_numpy()]
     elements = orig.groupby("problem", observed=True)["fp64_n"].max()
     frame["output_size"] = frame["problem"].map(lambda p: _size_bucket(float(elements.get(p, np.nan))))
-    result = {"oracle": oracle.name, "by_level": _group(frame, "level"), "by_output_size": _group(frame, "output_size")}
+    result = {"oracle": oracle.name, "by_level": group_rates(frame, "level"), "by_output_size": group_rates(frame, "output_size")}
     if sizes:
         frame["reduction_size"] = frame["problem"].map(
             lambda p: _size_bucket(float(sizes[p][0] if isinstance(sizes.get(p), tuple) else sizes.get(p) or np.nan)))
-        result["by_reduction_size"] = _group(frame, "reduction_size")
+        result["by_reduction_size"] = group_rates(frame, "reduction_size")
     return result

@@ -24,6 +24,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from oracleaudit.errors import OracleAuditError
+from oracleaudit import fields
+from oracleaudit.fields import Invalid
+from oracleaudit.pool.key import number_text, parse_input_key
 from oracleaudit.status import FAILURES
 
 __all__ = [
@@ -40,7 +43,6 @@ __all__ = [
     "Tolerances",
     "catalog",
     "catalog_dir",
-    "parse_input_key",
 ]
 
 SCHEMA_VERSION = 1
@@ -71,37 +73,16 @@ _RULE_FIELDS = ("allclose", "nan", "nonfinite_output_fails", "min_fraction_withi
                 "max_rmse", "all_zero_fails", "bitwise_repeat")
 _STAGE_FIELDS = ("name", "inputs", "rule", "tolerance_scale", "statuses", "missing_reference")
 _SELECTOR_FIELDS = ("distribution", "seeds", "seed", "variants", "variant", "scales", "scale", "params")
-_KEY = re.compile(r"^(?P<dist>[A-Za-z0-9_]+)(?P<params>(?:/[A-Za-z_]+=[^/]+)*?)(?:/x=(?P<scale>[^/]+))?"
-                  r"/s=(?P<seed>\d+)/(?P<variant>[A-Za-z0-9_]+)$")
 
 
-class _Invalid(Exception):
-    """A validation failure inside one protocol file; `Oracle.load` prefixes the file name."""
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Inputs
 
 
-def parse_input_key(key: str) -> dict[str, Any] | None:
-    """The parts of a pool entry key `{distribution}[/{param}={value}...][/x={scale}]/s={seed}/{variant}`:
-    {distribution, params (dict of strings), scale (float or None), seed (int), variant}; None if not a key."""
-    match = _KEY.match(key)
-    if match is None:
-        return None
-    params = dict(part.split("=", 1) for part in match["params"].split("/") if part)
-    scale = match["scale"]
-    try:
-        scale_value = None if scale is None else float(scale)
-    except ValueError:
-        return None
-    return {"distribution": match["dist"], "params": params, "scale": scale_value, "seed": int(match["seed"]),
-            "variant": match["variant"]}
 
 
-def _num_text(value: float) -> str:
-    value = float(value)
-    return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
 
 
 @dataclass(frozen=True)
@@ -125,7 +106,7 @@ class InputSelector:
             return False
         if self.seeds is not None and parts["seed"] not in self.seeds:
             return False
-        if parts["variant"] not in self.variants:
+        if parts["shape"] not in self.variants:
             return False
         if self.scales is None:
             if parts["scale"] is not None:
@@ -140,7 +121,7 @@ class InputSelector:
         bits = [self.distribution or "?"]
         bits += [f"{k}={v}" for k, v in self.params]
         if self.scales is not None:
-            bits.append("x=" + ",".join(_num_text(s) for s in self.scales))
+            bits.append("x=" + ",".join(number_text(s) for s in self.scales))
         bits.append("s=" + ("*" if self.seeds is None else ",".join(str(s) for s in self.seeds)))
         bits.append(",".join(self.variants))
         return "/".join(bits)
@@ -321,7 +302,7 @@ class Oracle:
         try:
             data = tomllib.loads(text)
             return _parse(data, path, None if label == "<text>" else Path(label).stem)
-        except _Invalid as err:
+        except Invalid as err:
             raise OracleAuditError(f"oracle {label}: {err}") from None
         except tomllib.TOMLDecodeError as err:
             raise OracleAuditError(f"oracle {label}: not valid TOML: {err}") from None
@@ -353,128 +334,103 @@ def catalog() -> list[str]:
 # Parsing
 
 
-def _type_name(value: Any) -> str:
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
-            dict: "a table"}.get(type(value), type(value).__name__)
 
 
-def _number(value: Any, where: str, *, low: float = 0.0, high: float = math.inf, open_low: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise _Invalid(f"{where} must be a finite number, got {_type_name(value)} ({value!r})")
-    if value < low or (open_low and value == low) or value > high:
-        bound = f"> {low:g}" if open_low else f"≥ {low:g}"
-        if high != math.inf:
-            bound += f" and ≤ {high:g}"
-        raise _Invalid(f"{where} must be a number {bound}, got {value!r}")
-    return float(value)
 
 
-def _bool(value: Any, where: str) -> bool:
-    if not isinstance(value, bool):
-        raise _Invalid(f"{where} must be true or false, got {_type_name(value)} ({value!r})")
-    return value
 
 
-def _table(value: Any, where: str) -> dict:
-    if not isinstance(value, dict):
-        raise _Invalid(f"{where} must be a table, got {_type_name(value)}")
-    return value
 
 
-def _known(data: Mapping[str, Any], allowed: Iterable[str], where: str) -> None:
-    allowed = tuple(allowed)
-    for name in data:
-        if name not in allowed:
-            prefix = f"{where}: " if where else ""
-            raise _Invalid(f"{prefix}unknown field {name!r} (allowed: {', '.join(allowed)})")
 
 
 def _statuses(value: Any, where: str) -> tuple[str, ...]:
     if not isinstance(value, list):
-        raise _Invalid(f"{where} must be a list of statuses, got {_type_name(value)}")
+        raise Invalid(f"{where} must be a list of statuses, got {fields.type_name(value)}")
     for status in value:
         if status not in FAILURES:
-            raise _Invalid(f"{where}: unknown status {status!r} (known: {', '.join(FAILURES)})")
+            raise Invalid(f"{where}: unknown status {status!r} (known: {', '.join(FAILURES)})")
     if len(set(value)) != len(value):
-        raise _Invalid(f"{where} repeats a status: {value!r}")
+        raise Invalid(f"{where} repeats a status: {value!r}")
     return tuple(value)
 
 
 def _tol_table(raw: Any, where: str) -> tuple[tuple[str, Tol], ...]:
-    raw = _table(raw, where)
+    raw = fields.table(raw, where)
     out = []
     for key, value in raw.items():
         if key not in DTYPE_KEYS:
-            raise _Invalid(f"{where}: unknown dtype {key!r} (known: {', '.join(DTYPE_KEYS)})")
-        entry = _table(value, f"{where}.{key}")
-        _known(entry, ("atol", "rtol"), f"{where}.{key}")
+            raise Invalid(f"{where}: unknown dtype {key!r} (known: {', '.join(DTYPE_KEYS)})")
+        entry = fields.table(value, f"{where}.{key}")
+        fields.known(entry, ("atol", "rtol"), f"{where}.{key}")
         for part in ("atol", "rtol"):
             if part not in entry:
-                raise _Invalid(f"{where}.{key}.{part} is missing")
-        out.append((key, Tol(_number(entry["atol"], f"{where}.{key}.atol"),
-                             _number(entry["rtol"], f"{where}.{key}.rtol"))))
+                raise Invalid(f"{where}.{key}.{part} is missing")
+        out.append((key, Tol(fields.number(entry["atol"], f"{where}.{key}.atol", low=0.0),
+                             fields.number(entry["rtol"], f"{where}.{key}.rtol", low=0.0))))
     return tuple(out)
 
 
 def _tolerances(raw: Any) -> Tolerances:
-    raw = dict(_table(raw, "tolerance"))
+    raw = dict(fields.table(raw, "tolerance"))
     per_problem_raw = raw.pop("per_problem", [])
     by_dtype = _tol_table(raw, "tolerance")
     if not any(k in ("float32", "default") for k, _ in by_dtype):
-        raise _Invalid("tolerance needs a float32 (or default) entry, e.g. float32 = { atol = 1e-4, rtol = 1e-4 }")
+        raise Invalid("tolerance needs a float32 (or default) entry, e.g. float32 = { atol = 1e-4, rtol = 1e-4 }")
     if not isinstance(per_problem_raw, list):
-        raise _Invalid(f"tolerance.per_problem must be an array of tables ([[tolerance.per_problem]]), "
-                       f"got {_type_name(per_problem_raw)}")
+        raise Invalid(f"tolerance.per_problem must be an array of tables ([[tolerance.per_problem]]), "
+                       f"got {fields.type_name(per_problem_raw)}")
     per_problem = []
     for index, item in enumerate(per_problem_raw, start=1):
         where = f"tolerance.per_problem[{index}]"
-        item = dict(_table(item, where))
+        item = dict(fields.table(item, where))
         problems = item.pop("problems", None)
         if not isinstance(problems, list) or not problems or not all(isinstance(p, str) and p for p in problems):
-            raise _Invalid(f"{where}.problems must be a non-empty list of problem-label patterns, got {problems!r}")
+            raise Invalid(f"{where}.problems must be a non-empty list of problem-label patterns, got {problems!r}")
         table = _tol_table(item, where)
         if not table:
-            raise _Invalid(f"{where} gives no dtype tolerance")
+            raise Invalid(f"{where} gives no dtype tolerance")
         per_problem.append((tuple(problems), table))
     return Tolerances(by_dtype, tuple(per_problem))
 
 
 def _rule_fields(raw: Any, where: str) -> dict[str, Any]:
-    raw = _table(raw, where)
-    _known(raw, _RULE_FIELDS, where)
+    raw = fields.table(raw, where)
+    fields.known(raw, _RULE_FIELDS, where)
     out: dict[str, Any] = {}
     for name, value in raw.items():
         at = f"{where}.{name}"
         if name in ("allclose", "nonfinite_output_fails", "all_zero_fails", "bitwise_repeat"):
-            out[name] = _bool(value, at)
+            out[name] = fields.boolean(value, at)
         elif name == "nan":
             if value not in NAN_POLICIES:
-                raise _Invalid(f"{at} must be one of {', '.join(NAN_POLICIES)}, got {value!r}")
+                raise Invalid(f"{at} must be one of {', '.join(NAN_POLICIES)}, got {value!r}")
             out[name] = value
         elif name in ("min_fraction_within", "min_cosine"):
-            out[name] = _number(value, at, low=-1.0 if name == "min_cosine" else 0.0, high=1.0)
+            out[name] = fields.number(value, at, low=-1.0 if name == "min_cosine" else 0.0, high=1.0)
         else:
-            out[name] = _number(value, at)
+            out[name] = fields.number(value, at, low=0.0)
     return out
 
 
 def _selector(raw: Any, where: str) -> InputSelector:
-    from oracleaudit.pool import DISTRIBUTIONS, VARIANTS
+    from oracleaudit.pool.distributions import DISTRIBUTIONS
+    from oracleaudit.pool.shapes import SHAPES
 
     if isinstance(raw, str):
         if not raw.strip():
-            raise _Invalid(f"{where} must be a pool entry key or a pattern, got an empty string")
+            raise Invalid(f"{where} must be a pool entry key or a pattern, got an empty string")
         return InputSelector(pattern=raw)
-    raw = _table(raw, where)
-    _known(raw, _SELECTOR_FIELDS, where)
+    raw = fields.table(raw, where)
+    fields.known(raw, _SELECTOR_FIELDS, where)
     dist = raw.get("distribution")
     if dist is None:
-        raise _Invalid(f"{where}.distribution is missing")
+        raise Invalid(f"{where}.distribution is missing")
     if dist not in DISTRIBUTIONS:
-        raise _Invalid(f"{where}.distribution: unknown distribution {dist!r} (known: {', '.join(DISTRIBUTIONS)})")
+        raise Invalid(f"{where}.distribution: unknown distribution {dist!r} (known: {', '.join(DISTRIBUTIONS)})")
     for single, plural in (("seed", "seeds"), ("variant", "variants"), ("scale", "scales")):
         if single in raw and plural in raw:
-            raise _Invalid(f"{where}: give {single} or {plural}, not both")
+            raise Invalid(f"{where}: give {single} or {plural}, not both")
     seeds: tuple[int, ...] | None = None
     if "seed" in raw or "seeds" in raw:
         value = raw.get("seeds", [raw.get("seed")])
@@ -485,142 +441,142 @@ def _selector(raw: Any, where: str) -> InputSelector:
         else:
             if not isinstance(value, list) or not value or not all(
                     isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in value):
-                raise _Invalid(f"{where}.seeds must be a non-empty list of integers ≥ 0 or \"kernelbench\", "
+                raise Invalid(f"{where}.seeds must be a non-empty list of integers ≥ 0 or \"kernelbench\", "
                                f"got {value!r}")
             seeds = tuple(value)
     variants = raw.get("variants", [raw["variant"]] if "variant" in raw else ["official"])
     if not isinstance(variants, list) or not variants:
-        raise _Invalid(f"{where}.variants must be a non-empty list, got {variants!r}")
+        raise Invalid(f"{where}.variants must be a non-empty list, got {variants!r}")
     for variant in variants:
-        if variant not in VARIANTS:
-            raise _Invalid(f"{where}.variants: unknown variant {variant!r} (known: {', '.join(VARIANTS)})")
+        if variant not in SHAPES:
+            raise Invalid(f"{where}.variants: unknown variant {variant!r} (known: {', '.join(SHAPES)})")
     scales = None
     if "scale" in raw or "scales" in raw:
         value = raw.get("scales", [raw.get("scale")])
         if not isinstance(value, list) or not value:
-            raise _Invalid(f"{where}.scales must be a non-empty list of numbers, got {value!r}")
-        scales = tuple(_number(v, f"{where}.scales", low=-math.inf) for v in value)
+            raise Invalid(f"{where}.scales must be a non-empty list of numbers, got {value!r}")
+        scales = tuple(fields.number(v, f"{where}.scales") for v in value)
     params = raw.get("params", {})
-    params = _table(params, f"{where}.params")
+    params = fields.table(params, f"{where}.params")
     allowed = DISTRIBUTIONS[dist].params
     for name, value in params.items():
         if name not in allowed:
-            raise _Invalid(f"{where}.params: distribution {dist!r} has no parameter {name!r} "
+            raise Invalid(f"{where}.params: distribution {dist!r} has no parameter {name!r} "
                            f"(it has: {', '.join(allowed) or 'none'})")
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise _Invalid(f"{where}.params.{name} must be a string or a number, got {_type_name(value)}")
-    keyed = tuple((k, _num_text(v) if isinstance(v, (int, float)) else v) for k, v in params.items())
+            raise Invalid(f"{where}.params.{name} must be a string or a number, got {fields.type_name(value)}")
+    keyed = tuple((k, number_text(v) if isinstance(v, (int, float)) else v) for k, v in params.items())
     return InputSelector(distribution=dist, seeds=seeds, variants=tuple(variants), scales=scales, params=keyed)
 
 
 def _stage(raw: Any, index: int, protocol_rule: Rule) -> Stage:
     where = f"stages[{index}]"
-    raw = _table(raw, where)
-    _known(raw, _STAGE_FIELDS, where)
+    raw = fields.table(raw, where)
+    fields.known(raw, _STAGE_FIELDS, where)
     name = raw.get("name", f"stage{index}")
     if not isinstance(name, str) or not name:
-        raise _Invalid(f"{where}.name must be a non-empty string, got {name!r}")
+        raise Invalid(f"{where}.name must be a non-empty string, got {name!r}")
     inputs = raw.get("inputs")
     if not isinstance(inputs, list) or not inputs:
-        raise _Invalid(f"{where}.inputs must be a non-empty list of pool keys, patterns or selector tables, "
+        raise Invalid(f"{where}.inputs must be a non-empty list of pool keys, patterns or selector tables, "
                        f"got {inputs!r}")
     selectors = tuple(_selector(item, f"{where}.inputs[{i}]") for i, item in enumerate(inputs, start=1))
     rule = _rule_fields(raw.get("rule", {}), f"{where}.rule")
     _check_rule(replace(protocol_rule, **rule), f"{where}.rule")
-    scale = _number(raw.get("tolerance_scale", 1.0), f"{where}.tolerance_scale", open_low=True)
+    scale = fields.number(raw.get("tolerance_scale", 1.0), f"{where}.tolerance_scale", low=0.0, open_low=True)
     fail = skip = None
     if "statuses" in raw:
-        statuses = _table(raw["statuses"], f"{where}.statuses")
-        _known(statuses, ("fail", "skip"), f"{where}.statuses")
+        statuses = fields.table(raw["statuses"], f"{where}.statuses")
+        fields.known(statuses, ("fail", "skip"), f"{where}.statuses")
         fail = _statuses(statuses["fail"], f"{where}.statuses.fail") if "fail" in statuses else None
         skip = _statuses(statuses["skip"], f"{where}.statuses.skip") if "skip" in statuses else None
         if fail is not None and skip is not None:
             _check_partition(fail, skip, f"{where}.statuses")
     missing = raw.get("missing_reference", "skip")
     if missing not in MISSING_REFERENCE:
-        raise _Invalid(f"{where}.missing_reference must be one of {', '.join(MISSING_REFERENCE)}, got {missing!r}")
+        raise Invalid(f"{where}.missing_reference must be one of {', '.join(MISSING_REFERENCE)}, got {missing!r}")
     return Stage(name, selectors, tuple(sorted(rule.items())), scale, fail, skip, missing)
 
 
 def _check_partition(fail: tuple[str, ...], skip: tuple[str, ...], where: str) -> None:
     both = sorted(set(fail) & set(skip))
     if both:
-        raise _Invalid(f"{where}: {', '.join(both)} cannot both fail and skip")
+        raise Invalid(f"{where}: {', '.join(both)} cannot both fail and skip")
     missing = [s for s in FAILURES if s not in fail and s not in skip]
     if missing:
-        raise _Invalid(f"{where}: {', '.join(missing)} must be listed in fail or skip")
+        raise Invalid(f"{where}: {', '.join(missing)} must be listed in fail or skip")
 
 
 def _check_rule(rule: Rule, where: str) -> None:
     if not (rule.allclose or rule.min_fraction_within is not None or rule.min_cosine is not None
             or rule.max_rel_l1 is not None or rule.max_rmse is not None or rule.bitwise_repeat
             or rule.nonfinite_output_fails or rule.all_zero_fails):
-        raise _Invalid(f"{where}: the rule checks nothing (set allclose, min_fraction_within, a metric threshold, "
+        raise Invalid(f"{where}: the rule checks nothing (set allclose, min_fraction_within, a metric threshold, "
                        "bitwise_repeat, nonfinite_output_fails or all_zero_fails)")
 
 
 def _parse(data: dict[str, Any], path: Path | None, default_name: str | None) -> Oracle:
-    _known(data, _TOP, "")
+    fields.known(data, _TOP, "")
     if "schema_version" not in data:
-        raise _Invalid(f"schema_version is missing (this version of oracleaudit reads {SCHEMA_VERSION})")
+        raise Invalid(f"schema_version is missing (this version of oracleaudit reads {SCHEMA_VERSION})")
     if data["schema_version"] != SCHEMA_VERSION:
-        raise _Invalid(f"schema_version must be {SCHEMA_VERSION}, got {data['schema_version']!r}")
+        raise Invalid(f"schema_version must be {SCHEMA_VERSION}, got {data['schema_version']!r}")
     name = data.get("name", default_name)
     if name is None:
-        raise _Invalid("name is missing (a protocol read from text needs name = \"...\")")
+        raise Invalid("name is missing (a protocol read from text needs name = \"...\")")
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]*", name):
-        raise _Invalid(f"name must be letters, digits, '.', '_' or '-', got {name!r}")
+        raise Invalid(f"name must be letters, digits, '.', '_' or '-', got {name!r}")
     description = data.get("description")
     if not isinstance(description, str) or not description.strip() or "\n" in description.strip():
-        raise _Invalid(f"description must be a one-line string, got {description!r}")
+        raise Invalid(f"description must be a one-line string, got {description!r}")
     source = data.get("source", "")
     if not isinstance(source, str):
-        raise _Invalid(f"source must be a string, got {_type_name(source)}")
+        raise Invalid(f"source must be a string, got {fields.type_name(source)}")
 
-    reference_raw = _table(data.get("reference", {}), "reference")
-    _known(reference_raw, ("precision", "math_mode"), "reference")
+    reference_raw = fields.table(data.get("reference", {}), "reference")
+    fields.known(reference_raw, ("precision", "math_mode"), "reference")
     precision = reference_raw.get("precision", "fp32")
     if precision not in PRECISIONS:
-        raise _Invalid(f"reference.precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        raise Invalid(f"reference.precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     mode = reference_raw.get("math_mode", "fp64" if precision == "fp64" else "default")
     if mode not in MATH_MODES:
-        raise _Invalid(f"reference.math_mode must be one of {', '.join(MATH_MODES)}, got {mode!r}")
+        raise Invalid(f"reference.math_mode must be one of {', '.join(MATH_MODES)}, got {mode!r}")
     if (precision == "fp64") != (mode == "fp64"):
-        raise _Invalid(f"reference.math_mode {mode!r} does not fit precision {precision!r} "
+        raise Invalid(f"reference.math_mode {mode!r} does not fit precision {precision!r} "
                        "(the fp64 reference has math_mode \"fp64\"; an fp32 one default, no_tf32 or tf32)")
 
     if "tolerance" not in data:
-        raise _Invalid("tolerance is missing (e.g. [tolerance] float32 = { atol = 1e-4, rtol = 1e-4 })")
+        raise Invalid("tolerance is missing (e.g. [tolerance] float32 = { atol = 1e-4, rtol = 1e-4 })")
     tolerance = _tolerances(data["tolerance"])
     rule = Rule(**_rule_fields(data.get("rule", {}), "rule"))
 
-    statuses = _table(data.get("statuses", {}), "statuses")
-    _known(statuses, ("fail", "skip", "timeout_s"), "statuses")
+    statuses = fields.table(data.get("statuses", {}), "statuses")
+    fields.known(statuses, ("fail", "skip", "timeout_s"), "statuses")
     skip = _statuses(statuses.get("skip", []), "statuses.skip")
     fail = _statuses(statuses["fail"], "statuses.fail") if "fail" in statuses else tuple(
         s for s in FAILURES if s not in skip)
     _check_partition(fail, skip, "statuses")
     timeout = statuses.get("timeout_s")
     if timeout is not None:
-        timeout = _number(timeout, "statuses.timeout_s", open_low=True)
+        timeout = fields.number(timeout, "statuses.timeout_s", low=0.0, open_low=True)
 
     stages_raw = data.get("stages")
     if not isinstance(stages_raw, list) or not stages_raw:
-        raise _Invalid("stages is missing or empty (add [[stages]] tables with inputs)")
+        raise Invalid("stages is missing or empty (add [[stages]] tables with inputs)")
     stages = tuple(_stage(raw, i, rule) for i, raw in enumerate(stages_raw, start=1))
     names = [s.name for s in stages]
     if len(set(names)) != len(names):
-        raise _Invalid(f"stages repeat a name: {names!r}")
+        raise Invalid(f"stages repeat a name: {names!r}")
     combine = data.get("combine", "all")
     if combine not in COMBINE_MODES:
-        raise _Invalid(f"combine must be one of {', '.join(COMBINE_MODES)}, got {combine!r}")
+        raise Invalid(f"combine must be one of {', '.join(COMBINE_MODES)}, got {combine!r}")
 
     uses_fraction = rule.min_fraction_within is not None or any(
         dict(s.rule).get("min_fraction_within") is not None for s in stages)
     if uses_fraction:
         for tol in tolerance.values():
             if tol.atol != tol.rtol:
-                raise _Invalid(f"min_fraction_within counts elements within atol = rtol = t, but a tolerance has "
+                raise Invalid(f"min_fraction_within counts elements within atol = rtol = t, but a tolerance has "
                                f"atol {tol.atol:g} ≠ rtol {tol.rtol:g}")
     return Oracle(name=name, description=description.strip(), reference=Reference(precision, mode),
                   tolerance=tolerance, rule=rule, fail_statuses=fail, skip_statuses=skip, timeout_s=timeout,

@@ -1,0 +1,103 @@
+"""Planning a run: one job per solution with the (variant, input) pairs the store lacks, cut into slices
+that any worker may take."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, replace
+from pathlib import Path
+
+from oracleaudit.execution.protocol import Job
+from oracleaudit.mutant import PENDING, Mutant
+from oracleaudit.problem import problem_at
+from oracleaudit.status import ORIGINAL, REFERENCE
+
+__all__ = ["JOB_SIZE", "build_root", "plan_jobs", "split_job", "variants_to_run"]
+
+JOB_SIZE = 48  # variants per slice; every slice loads the extension and runs the original once
+
+
+def plan_jobs(mutants: list[Mutant], pool: str, build_root: Path, done: set[tuple[str, str, str]],
+              per_solution: int | None = None) -> tuple[list[Job], list[str], int]:
+    """One job per solution file: the original and the Pending mutants (or the first `per_solution` of them
+    by id, a deterministic sample), each on the pool inputs without a row in `done` ((problem, mutant_id,
+    input_id) triples). Returns the jobs, error lines, and how many pairs are already recorded."""
+    from oracleaudit.pool import Pool, names_a_file
+    from oracleaudit.files import file_sha256
+
+    by_source: dict[tuple[str, str | None], list[Mutant]] = defaultdict(list)
+    for mutant in mutants:
+        if mutant.status == PENDING:
+            by_source[(mutant.source, mutant.problem_file)].append(mutant)
+    loaded = Pool.load(pool)
+    # Jobs carry absolute paths: a Dask worker (or any process started elsewhere) has its own working folder.
+    pool_ref = str(Path(pool).resolve()) if names_a_file(pool) else pool
+    jobs, errors, recorded = [], [], 0
+    for (source, problem_file), group in sorted(by_source.items(), key=lambda kv: kv[0][0]):
+        if per_solution is not None:
+            group = sorted(group, key=lambda m: m.id)[:per_solution]
+        path = Path(source)
+        if problem_file is None:
+            errors.append(f"{source}: its mutants have no paired problem (run `oracleaudit mutate --problems ROOT`)")
+            continue
+        if not path.is_file():
+            errors.append(f"{source}: no such file (run from the folder `oracleaudit mutate` ran in)")
+            continue
+        if file_sha256(path) != group[0].source_sha256:
+            errors.append(f"{source}: changed since its mutants were made (sha256 differs); mutate again")
+            continue
+        problem = problem_at(problem_file)
+        label = problem.label
+        keys = tuple((e.key, e.seed, e.shape, e.distribution) for e in loaded.entries_for(problem))
+        # Resolved once here: a worker would otherwise run the reference on the CPU again to validate them.
+        shapes = tuple((v.name, v.overrides, v.input_shapes) for v in loaded.shape_plan(problem).shapes)
+        inputs = [key for key, *_ in keys]
+        work = []
+        for variant in [ORIGINAL, *(m.id for m in group)]:
+            todo = tuple(key for key in inputs if (label, variant, key) not in done)
+            recorded += len(inputs) - len(todo)
+            if todo:
+                work.append((variant, todo))
+        references = tuple(key for key in inputs if (label, REFERENCE, key) not in done)
+        if not work and not references:
+            continue
+        jobs.append(Job(solution=str(path.resolve()), problem_path=str(Path(problem_file).resolve()),
+                        problem=label, mutants=tuple(asdict(m) for m in group), pool=pool_ref, entry_keys=keys,
+                        build_dir=str(build_root), work=tuple(work), record_references=references, shapes=shapes))
+    return jobs, errors, recorded
+
+
+def split_job(job: Job, size: int) -> list[Job]:
+    """Cut a job into slices of at most `size` of its mutants, as even as possible. Every slice keeps all
+    mutants for the build plan (so every slice loads the same extensions); the first slice also has the
+    original and the reference rows. A slice without the original runs it first unrecorded to time the
+    mutants' deadlines."""
+    if size < 1:
+        raise ValueError(f"a job slice holds at least one variant, got {size}")
+    mutants = [(v, inputs) for v, inputs in job.work if v != ORIGINAL]
+    original = [(v, inputs) for v, inputs in job.work if v == ORIGINAL]
+    if len(mutants) <= size:
+        return [job]
+    count = -(-len(mutants) // size)
+    width = -(-len(mutants) // count)
+    slices = []
+    for start in range(0, len(mutants), width):
+        part = mutants[start:start + width]
+        if start == 0:
+            slices.append(replace(job, work=tuple(original + part)))
+        else:
+            slices.append(replace(job, work=tuple(part), record_references=()))
+    return slices
+
+
+def variants_to_run(job: Job) -> int:
+    """The variants of a job with pairs still to observe."""
+    return len(job.work)
+
+
+def build_root() -> Path:
+    """Where extensions are built: the cache (`$ORACLEAUDIT_CACHE/builds`), shared by all runs on this
+    machine; an extension's folder is named by the hash of its sources."""
+    from oracleaudit.cache import cache_root
+
+    return (cache_root() / "builds").resolve()

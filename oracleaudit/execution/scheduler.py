@@ -1,0 +1,308 @@
+"""The local scheduler of a run: builds in a process pool, slices in a work queue, memory leases per GPU,
+supervisors driving the workers, and the GPU's utilization sampled while slices run."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+from oracleaudit.errors import OracleAuditError
+from oracleaudit.execution.plan import split_job, variants_to_run
+from oracleaudit.execution.protocol import Job
+from oracleaudit.execution.recorder import Recorder, RunResult
+from oracleaudit.execution.supervisor import Supervisor
+from oracleaudit.execution.worker import usable_cpus
+from oracleaudit.mutant import Mutant
+
+__all__ = ["Scheduler", "Utilization", "WorkQueue", "prebuild_in_order", "require_gpus"]
+
+
+def _prebuild(job: Job) -> tuple[float, bool, dict[str, str]]:
+    """Build a job's extensions so its workers find them built (CPU work); returns the seconds spent,
+    whether it built, and the mutants whose clones do not build. A failure is left to the worker, which
+    meets it again and reports it."""
+    from oracleaudit.execution import build as builds
+
+    started = time.perf_counter()
+    try:
+        _, _, dropped = builds.build_isolating(Path(job.solution), [Mutant(**m) for m in job.mutants],
+                                               Path(job.build_dir))
+    except Exception:
+        return time.perf_counter() - started, False, {}
+    return time.perf_counter() - started, True, dropped
+
+
+def _build_process_init() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the runner's
+    os.environ["MAX_JOBS"] = "2"  # load_inline compiles two files; the pool's processes use the cores
+
+
+def prebuild_in_order(jobs: list[Job], ready: Callable[[Job, float, bool], None], stop: threading.Event,
+                      processes: int | None = None) -> None:
+    """Build every job in parallel processes, the jobs with the most variants first, and call
+    `ready(job, seconds, built)` as each is done (with the mutants that do not build in `job.unbuildable`),
+    so GPU workers start on the first built solution while the CPU cores build the rest. The pool is
+    terminated when `stop` is set."""
+    if not jobs:
+        return
+    order = sorted(range(len(jobs)), key=lambda i: -variants_to_run(jobs[i]))
+    processes = processes or max(1, usable_cpus() // 2)
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(min(processes, len(jobs)), initializer=_build_process_init) as pool:
+        waiting = {index: pool.apply_async(_prebuild, (jobs[index],)) for index in order}
+        while waiting and not stop.is_set():
+            for index in [i for i, r in waiting.items() if r.ready()]:
+                try:
+                    seconds, built, dropped = waiting.pop(index).get()
+                except Exception:  # a crashed build process: the worker builds (and reports) it itself
+                    seconds, built, dropped = 0.0, False, {}
+                ready(replace(jobs[index], unbuildable=tuple(sorted(dropped.items()))), seconds, built)
+            time.sleep(0.2)
+
+
+def require_gpus(gpus: int | None) -> int:
+    import torch
+
+    available = torch.cuda.device_count()
+    if available == 0:
+        raise OracleAuditError("no CUDA device: `oracleaudit run` needs a GPU (score needs none)")
+    count = available if gpus is None else gpus
+    if not 1 <= count <= available:
+        raise OracleAuditError(f"--gpus must be between 1 and {available} on this machine, got {count}")
+    return count
+
+
+class WorkQueue:
+    """Slices to run, fed as their builds finish; exclusive retries are handed out once no other slice is
+    waiting. `take` returns None when everything is done."""
+
+    def __init__(self) -> None:
+        self.changed = threading.Condition()
+        self.items: deque[Job] = deque()
+        self.alone: deque[Job] = deque()
+        self.feeding = True
+        self.in_flight = 0
+
+    def put(self, job: Job) -> None:
+        with self.changed:
+            (self.alone if job.exclusive else self.items).append(job)
+            self.changed.notify_all()
+
+    def fed(self) -> None:
+        with self.changed:
+            self.feeding = False
+            self.changed.notify_all()
+
+    def take(self, stop: threading.Event) -> Job | None:
+        with self.changed:
+            while not stop.is_set():
+                if self.items:
+                    self.in_flight += 1
+                    return self.items.popleft()
+                if self.alone:
+                    self.in_flight += 1
+                    return self.alone.popleft()
+                if not self.feeding and not self.in_flight:
+                    return None
+                self.changed.wait(0.5)
+            return None
+
+    def finished(self, job: Job, retry: Job | None) -> None:
+        with self.changed:
+            self.in_flight -= 1
+            if retry is not None:
+                self.alone.append(retry)
+            self.changed.notify_all()
+
+
+class Utilization:
+    """Samples each GPU's utilization (NVML) twice a second while slices run; `busy_fraction()` is the mean
+    over the samples taken while at least one slice ran (None where NVML is not available)."""
+
+    def __init__(self, gpus: int):
+        self.samples: list[float] = []
+        self.running = 0
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.handles = []
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self.nvml = pynvml
+            self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(gpus)]
+        except Exception:
+            self.nvml = None
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> "Utilization":
+        if self.handles:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+
+    def slice(self, delta: int) -> None:
+        with self.lock:
+            self.running += delta
+
+    def _sample(self) -> None:
+        while not self.stop.wait(0.5):
+            with self.lock:
+                active = self.running > 0
+            if active:
+                try:
+                    values = [self.nvml.nvmlDeviceGetUtilizationRates(h).gpu for h in self.handles]
+                except Exception:
+                    return
+                self.samples.append(sum(values) / len(values) / 100)
+
+    def busy_fraction(self) -> float | None:
+        return sum(self.samples) / len(self.samples) if self.samples else None
+
+
+class Scheduler:
+    """Builds, slices, memory admission and supervisors of a local run."""
+
+    def __init__(self, jobs: list[Job], gpus: int, workers_per_gpu: int, job_size: int, recorder: Recorder,
+                 result: RunResult, supervise: dict):
+        import torch
+
+        self.slots = gpus * workers_per_gpu
+        self.jobs = [replace(job, cpu_threads=max(1, usable_cpus() // self.slots)) for job in jobs]
+        self.gpus = gpus
+        self.job_size = job_size
+        self.recorder = recorder
+        self.result = result
+        self.supervise = supervise
+        self.stop = threading.Event()
+        self.work = WorkQueue()
+        self.lock = threading.Lock()
+        from oracleaudit.execution.admission import WORKER_OVERHEAD_BYTES, GpuMemory
+
+        self.overhead = WORKER_OVERHEAD_BYTES
+        self.memory = [GpuMemory(torch.cuda.get_device_properties(i).total_memory, workers_per_gpu)
+                       for i in range(gpus)]
+        self.estimates: dict[str, int] = {}  # problem → bytes a slice of it needs
+        self.first_slice: float | None = None
+        self.last_slice: float = 0.0
+
+    def run(self, stop_after_s: float | None = None) -> None:
+        from joblib import Parallel, delayed
+
+        started = time.perf_counter()
+        if stop_after_s is not None:
+            timer = threading.Timer(stop_after_s, self._time_up)
+            timer.daemon = True
+            timer.start()
+        feeder = threading.Thread(target=self._feed, args=(started,), daemon=True)
+        feeder.start()
+        supervisors = [Supervisor(slot % self.gpus, self.recorder, stop=self.stop, **self.supervise)
+                       for slot in range(self.slots)]
+        with Utilization(self.gpus) as utilization:
+            driver = threading.Thread(target=lambda: Parallel(n_jobs=self.slots, prefer="threads")(
+                delayed(self._drive)(s, utilization) for s in supervisors), daemon=True)
+            driver.start()
+            try:
+                while driver.is_alive():
+                    driver.join(0.5)
+            except KeyboardInterrupt:
+                # Stop: no new pair starts, the pairs in flight are dropped (never committed, so the next run
+                # does them again), nothing is recorded for workers killed here.
+                self.stop.set()
+                for supervisor in supervisors:
+                    supervisor.interrupt()
+                driver.join(30)
+                raise
+        self.result.gpu_busy_fraction = utilization.busy_fraction()
+        if self.first_slice is not None:
+            self.result.execution_wall_s = self.last_slice - self.first_slice
+        self.result.restarts = sum(s.restarts for s in supervisors)
+
+    def _time_up(self) -> None:
+        self.result.stopped = True
+        self.stop.set()
+
+    def _feed(self, started: float) -> None:
+        def ready(job: Job, seconds: float, built: bool) -> None:
+            # A job whose build failed goes to one worker whole: that worker meets the failure and reports it.
+            with self.lock:
+                self.result.build_s += seconds
+                self.result.build_wall_s = time.perf_counter() - started
+            for piece in split_job(job, self.job_size) if built else [job]:
+                self.work.put(piece)
+
+        queued: set[str] = set()
+        try:
+            prebuild_in_order(self.jobs, lambda j, s, b: (queued.add(j.solution), ready(j, s, b)), self.stop)
+        except Exception:  # no process pool (e.g. out of memory): the workers build the rest themselves
+            for job in self.jobs:
+                if job.solution not in queued:
+                    self.work.put(job)
+        finally:
+            self.work.fed()
+
+    def _drive(self, supervisor: Supervisor, utilization: Utilization) -> None:
+        memory = self.memory[supervisor.gpu]
+        try:
+            while not self.stop.is_set():
+                waiting = time.perf_counter()
+                job = self.work.take(self.stop)
+                if job is None:
+                    return
+                need = self.estimates.get(job.problem)
+                lease = memory.acquire(need, exclusive=job.exclusive, stop=self.stop.is_set)
+                self._idle(time.perf_counter() - waiting)
+                if lease is None:
+                    self.work.finished(job, None)
+                    return
+                utilization.slice(+1)
+                self._slice_started()
+                try:
+                    outcome = supervisor.run(job, shared=lambda: lease.shared,
+                                             on_memory=lambda peak: self._measured(job.problem, lease, peak))
+                finally:
+                    utilization.slice(-1)
+                    lease.release()
+                    self._slice_ended()
+                with self.lock:
+                    self.result.errors += outcome.errors
+                    self.result.seconds.update(outcome.seconds)
+                    self.result.hangs += outcome.hangs
+                    self.result.crashes += outcome.crashes
+                    self.result.exclusive_jobs += job.exclusive
+                    if outcome.peak_bytes:
+                        self.result.peak_bytes[job.problem] = max(self.result.peak_bytes.get(job.problem, 0),
+                                                                  outcome.peak_bytes)
+                self.work.finished(job, outcome.alone)
+        finally:
+            supervisor.close()
+
+    def _measured(self, problem: str, lease, peak: int) -> None:
+        need = peak + self.overhead
+        with self.lock:
+            self.estimates[problem] = max(self.estimates.get(problem, 0), need)
+        lease.grow(need)
+
+    def _idle(self, seconds: float) -> None:
+        with self.lock:
+            self.result.idle_s += seconds
+
+    def _slice_started(self) -> None:
+        with self.lock:
+            now = time.perf_counter()
+            if self.first_slice is None:
+                self.first_slice = now
+
+    def _slice_ended(self) -> None:
+        with self.lock:
+            self.last_slice = time.perf_counter()

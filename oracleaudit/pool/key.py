@@ -1,0 +1,47 @@
+"""The pool input key: the one spelling of an input's identity, written when a pool file is read and parsed
+by oracles and analyses, `{distribution}[/{param}={value}...][/x={scale}]/s={seed}/{shape}` — e.g.
+`official/s=734796314/official` or `normal/x=1000/s=42/odd`."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+_KEY = re.compile(r"^(?P<dist>[A-Za-z0-9_]+)(?P<params>(?:/[A-Za-z_]+=[^/]+)*?)(?:/x=(?P<scale>[^/]+))?"
+                  r"/s=(?P<seed>\d+)/(?P<shape>[A-Za-z0-9_]+)$")
+
+
+def number_text(value: float) -> str:
+    """A canonical short spelling of a number, for keys and descriptions: 3, 0.01, -1, 1000, 1e+30."""
+    value = float(value)
+    if value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return repr(value)
+
+
+def _part(value: Any) -> str:
+    return number_text(value) if isinstance(value, float) else str(value)
+
+
+def input_key(distribution: str, params: Sequence[tuple[str, Any]], scale: float | None, seed: int,
+              shape: str) -> str:
+    """The key of one pool input."""
+    stem = distribution + "".join(f"/{name}={_part(value)}" for name, value in params)
+    scaled = "" if scale is None else f"/x={number_text(scale)}"
+    return f"{stem}{scaled}/s={seed}/{shape}"
+
+
+def parse_input_key(key: str) -> dict[str, Any] | None:
+    """The parts of a key: {distribution, params (dict of strings), scale (float or None), seed (int),
+    shape}; None if it is not a key."""
+    match = _KEY.match(key)
+    if match is None:
+        return None
+    params = dict(part.split("=", 1) for part in match["params"].split("/") if part)
+    scale = match["scale"]
+    try:
+        scale_value = None if scale is None else float(scale)
+    except ValueError:
+        return None
+    return {"distribution": match["dist"], "params": params, "scale": scale_value, "seed": int(match["seed"]),
+            "shape": match["shape"]}
