@@ -22,10 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from oracleaudit.execution.build import plan_build
-from oracleaudit.mutation.compiler import ARCH, Toolchain
 from oracleaudit.errors import OracleAuditError
+from oracleaudit.execution.build import plan_build
 from oracleaudit.mutant import read_mutants
+from oracleaudit.mutation.compiler import ARCH, Toolchain
 
 
 def _compile(toolchain: Toolchain, source: str, workdir: Path, tag: str) -> tuple[float, dict[str, float]]:

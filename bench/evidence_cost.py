@@ -23,7 +23,6 @@ import torch
 
 from oracleaudit.execution.measure import measure
 
-
 ERRORS = ("noise", "scaled")
 
 

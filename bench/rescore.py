@@ -28,9 +28,9 @@ import torch
 from oracleaudit.evidence import ErrorEvidence
 from oracleaudit.execution.measure import measure
 from oracleaudit.mutant import PENDING, Mutant, write_mutants
-from oracleaudit.scoring.oracle import Oracle
 from oracleaudit.pool import Pool
 from oracleaudit.scoring import Audit
+from oracleaudit.scoring.oracle import Oracle
 from oracleaudit.store import OBSERVATION_SCHEMA, EvidenceStore
 
 TEMPLATES_PER_KIND = 40

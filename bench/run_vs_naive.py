@@ -38,12 +38,11 @@ def _naive(mutant_record, pool_name, workdir, gpu) -> None:
     import torch
 
     from oracleaudit.execution.measure import measure
-    from oracleaudit.mutant import Mutant
-    from oracleaudit.pool import Pool
-    from oracleaudit.problem import load_solution_module
-    from oracleaudit.problem import problem_at
     from oracleaudit.execution.worker import entry_init
     from oracleaudit.kernelbench import WEIGHT_SEED
+    from oracleaudit.mutant import Mutant
+    from oracleaudit.pool import Pool
+    from oracleaudit.problem import load_solution_module, problem_at
     from oracleaudit.tensors import tensors, to_double
 
     mutant = Mutant(**mutant_record)
@@ -90,8 +89,8 @@ def main() -> None:
     import torch
 
     from oracleaudit import execution as runner
-    from oracleaudit.mutant import PENDING, read_mutants
     from oracleaudit.execution.worker import usable_cpus
+    from oracleaudit.mutant import PENDING, read_mutants
 
     cores = args.cores or usable_cpus()
     mutants = [m for m in read_mutants(args.mutants) if m.status == PENDING]

@@ -76,8 +76,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from oracleaudit import execution as runner
-    from oracleaudit.mutant import PENDING, read_mutants
     from oracleaudit.execution.worker import usable_cpus
+    from oracleaudit.mutant import PENDING, read_mutants
 
     n = sum(m.status == PENDING for m in read_mutants(args.mutants))
     print(f"{n} mutants; pool {args.pool}; {args.workers_per_gpu} workers per GPU, slices of {args.job_size}; "

@@ -1,6 +1,7 @@
 """Make the bundled evidence (this folder) from an evidence store and the mutants folder of its run.
 
     python kill_matrix/bundle.py --evidence out/evidence --mutants out/mutants --record run-record.json
+    python kill_matrix/bundle.py --rescore     # only the scores in provenance.json, after scoring changed
 
 Writes, replacing what is here:
     evidence/            the store's rows, compacted to one Parquet part sorted by key (store.py contract),
@@ -8,7 +9,8 @@ Writes, replacing what is here:
     mutants/mutants.jsonl  the lines of the run's mutants.jsonl whose mutants have rows in the store
     mutants/diffs/       their diffs
     provenance.json      the record passed with --record (how the run was made), plus counts of what was
-                         bundled and the sha256 of the full mutants.jsonl the run read
+                         bundled, the sha256 of the full mutants.jsonl the run read, and `scores`: what each
+                         catalog oracle scores on the bundle (tests/scoring/test_bundled.py holds score to them)
 The same inputs give byte-identical files.
 """
 
@@ -26,15 +28,36 @@ import pyarrow.compute as pc
 HERE = Path(__file__).resolve().parent
 
 
+SCORE_KEYS = ("witnessed", "killed", "escaped", "unobserved", "false_alarms", "detection")
+
+
+def bundled_scores() -> dict[str, dict]:
+    """What each catalog oracle scores on the bundled evidence (the keys of SCORE_KEYS)."""
+    from oracleaudit.scoring import Audit
+    from oracleaudit.scoring.oracle import Oracle, catalog
+
+    audit = Audit.load(HERE / "evidence", HERE / "mutants")
+    return {name: {key: audit.score(Oracle.load(name))[key] for key in SCORE_KEYS} for name in sorted(catalog())}
+
+
 def main() -> None:
     from oracleaudit.mutant import DIFFS_DIR, MUTANTS_FILE
     from oracleaudit.store import EvidenceStore
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--evidence", type=Path, required=True)
-    parser.add_argument("--mutants", type=Path, required=True)
-    parser.add_argument("--record", type=Path, required=True, help="JSON: how the evidence was produced")
+    parser.add_argument("--evidence", type=Path)
+    parser.add_argument("--mutants", type=Path)
+    parser.add_argument("--record", type=Path, help="JSON: how the evidence was produced")
+    parser.add_argument("--rescore", action="store_true", help="only recompute provenance.json's scores")
     args = parser.parse_args()
+    if args.rescore:
+        record = json.loads((HERE / "provenance.json").read_text())
+        record["scores"] = bundled_scores()
+        (HERE / "provenance.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+        print(json.dumps(record["scores"], indent=2))
+        return
+    if args.evidence is None or args.mutants is None or args.record is None:
+        parser.error("--evidence, --mutants and --record are needed (or --rescore alone)")
 
     full = (args.mutants / MUTANTS_FILE).read_bytes()
     known = {json.loads(line)["id"] for line in full.decode().splitlines() if line.strip()}
@@ -72,6 +95,7 @@ def main() -> None:
         "left_out_rows_of_mutants_not_in_the_mutants_file": {
             "rows": unlisted.num_rows, "mutants": len(set(unlisted["mutant_id"].to_pylist()))},
     }
+    record["scores"] = bundled_scores()
     (HERE / "provenance.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     print(json.dumps(record["bundled"], indent=2))
 

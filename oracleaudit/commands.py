@@ -40,8 +40,8 @@ def register_verify(sub: argparse._SubParsersAction) -> None:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from oracleaudit.terminal import print_json
     from oracleaudit.dataset.verify import verify_solutions
+    from oracleaudit.terminal import print_json
 
     report = verify_solutions(args.paths, problems_root=args.problems, out=args.out, jobs=args.jobs,
                               force=args.force, timeout_s=args.timeout, logs_dir=args.logs)
@@ -76,11 +76,10 @@ def register_mutate(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_mutate(args: argparse.Namespace) -> int:
-    from oracleaudit import mutation
+    from oracleaudit import mutation, terminal
+    from oracleaudit.errors import OracleAuditError
     from oracleaudit.mutation.catalog import load_catalog
     from oracleaudit.terminal import print_json
-    from oracleaudit.errors import OracleAuditError
-    from oracleaudit import terminal
 
     if args.jobs is not None and args.jobs < 1:
         raise OracleAuditError(f"--jobs must be ≥ 1, got {args.jobs}")
@@ -160,8 +159,8 @@ def register_run(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_run(args: argparse.Namespace) -> int:
-    from oracleaudit import terminal
     from oracleaudit import execution as runner
+    from oracleaudit import terminal
     from oracleaudit.terminal import print_json
 
     result = runner.run(args.mutants, args.out, pool=args.pool, gpus=args.gpus, backend=args.backend,
@@ -202,8 +201,8 @@ def register_merge(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_merge(args: argparse.Namespace) -> int:
-    from oracleaudit.terminal import print_json
     from oracleaudit.store import merge_stores
+    from oracleaudit.terminal import print_json
 
     summary = merge_stores(args.into, args.stores, compact=args.compact)
     for line in summary["errors"]:
@@ -278,10 +277,9 @@ def register_score(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_score(args: argparse.Namespace) -> int:
-    from oracleaudit import terminal
-    from oracleaudit import scoring
-    from oracleaudit.terminal import print_json
+    from oracleaudit import scoring, terminal
     from oracleaudit.errors import OracleAuditError
+    from oracleaudit.terminal import print_json
 
     if args.fail_under is not None and not 0 <= args.fail_under <= 1:
         raise OracleAuditError(f"--fail-under must be between 0 and 1, got {args.fail_under}")
@@ -361,8 +359,8 @@ def register_oracles(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_oracles(args: argparse.Namespace) -> int:
-    from oracleaudit.terminal import print_json
     from oracleaudit.scoring.oracle import Oracle, catalog
+    from oracleaudit.terminal import print_json
 
     oracles = [Oracle.load(name) for name in catalog()]
     if args.json:
@@ -397,11 +395,10 @@ def register_analyze(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_analyze(args: argparse.Namespace) -> int:
-    from oracleaudit.scoring import analysis
-    from oracleaudit import terminal
-    from oracleaudit import scoring
-    from oracleaudit.terminal import print_json
+    from oracleaudit import scoring, terminal
     from oracleaudit.errors import OracleAuditError
+    from oracleaudit.scoring import analysis
+    from oracleaudit.terminal import print_json
 
     oracles = _oracles(args.oracle)
     wanted = 2 if args.analysis == "attribution" else 1

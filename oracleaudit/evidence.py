@@ -323,8 +323,8 @@ def replay_fails(r: np.ndarray, d: np.ndarray, compare_dtype: str, atol: float, 
     it fails `torch.isclose` with (atol, rtol), computed with PyTorch's own operations in `compare_dtype`
     (exact: the values came from that dtype), in torch.isclose's order."""
     dtype = DTYPES[str(compare_dtype)]
-    rt = torch.from_numpy(np.asarray(r, dtype=np.float64)).to(dtype)
-    dt = torch.from_numpy(np.asarray(d, dtype=np.float64)).to(dtype)
+    rt = torch.from_numpy(np.array(r, dtype=np.float64)).to(dtype)  # a copy: stored hulls are read-only
+    dt = torch.from_numpy(np.array(d, dtype=np.float64)).to(dtype)
     allowed = float(atol) + (float(rtol) * rt).abs()
     return (~(torch.isfinite(dt) & (dt <= allowed))).numpy()
 

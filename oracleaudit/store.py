@@ -11,8 +11,8 @@ Folder contract
 Only parts listed in the manifest count. `append` writes a part under a temporary name, renames it into
 place, then replaces the manifest atomically; a crash in between leaves an orphan part that every reader
 ignores (`remove_orphans` deletes it), never a half-written manifest, so a resumed run neither loses nor
-duplicates rows. A store has one writer at a time: each worker (process, GPU, machine) writes its own store
-and `merge` unions them.
+duplicates rows. A store has one writer at a time (a run's `Recorder` commits for all its workers); runs on
+separate machines write stores of their own, which `merge` unions.
 
 Rows are keyed by `KEY_COLUMNS` = (problem, mutant_id, input_id, output_index): the problem is part of the
 key because the unmutated kernel of every problem is `"original"` and the pool's input keys do not name the

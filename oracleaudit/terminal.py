@@ -54,8 +54,14 @@ def progress_bar(description: str, total: int, enabled: bool = True,
         yield silent
         return
     from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                               TimeRemainingColumn)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     shown = [TextColumn(" ".join(f"{{task.fields[{name}]}} {name}" for name in tallies))] if tallies else []
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), *shown,

@@ -43,8 +43,16 @@ from oracleaudit.errors import OracleAuditError
 from oracleaudit.files import file_sha256
 from oracleaudit.kernelbench import WEIGHT_SEED
 from oracleaudit.pool.shapes import ShapeVariant, shape_variants
-from oracleaudit.problem import (Pair, Problem, Unpaired, bundled_root, first_line, load_problem_module,
-                                 load_solution_module, pair_solutions)
+from oracleaudit.problem import (
+    Pair,
+    Problem,
+    Unpaired,
+    bundled_root,
+    first_line,
+    load_problem_module,
+    load_solution_module,
+    pair_solutions,
+)
 from oracleaudit.tensors import copied_to
 from oracleaudit.terminal import progress_bar
 

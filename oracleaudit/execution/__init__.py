@@ -56,8 +56,8 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
     slice before its other inputs are inferred (0: no limit). `stop_after_s`: stop starting pairs after that
     many seconds, as Ctrl-C does (the pairs in flight are dropped), and return what was recorded."""
     from oracleaudit.execution.measure import ENGINES
-    from oracleaudit.terminal import progress_bar
     from oracleaudit.store import RUN_IDENTITY, EvidenceStore
+    from oracleaudit.terminal import progress_bar
 
     started = time.perf_counter()
     if per_solution is not None and per_solution < 1:

@@ -15,7 +15,7 @@ finished on the GPU where they already are, as the torch version does.
 
 The source is built once per machine with nvcc into a shared library (no torch headers, a few seconds),
 cached under `$ORACLEAUDIT_CACHE/kernels/` by a hash of the source, the nvcc version and the flags, and
-called through ctypes on PyTorch's current stream. Without nvcc, or when the build fails, `available()`
+called through ctypes on PyTorch's current stream. Without nvcc, or when the build fails, `library()`
 says why once on stderr and `measure.measure` uses the torch version.
 """
 

@@ -19,8 +19,8 @@ import numpy as np
 import torch
 
 from oracleaudit.errors import OracleAuditError
-from oracleaudit.execution.evidence_kernels import SUB_BINS
 from oracleaudit.evidence import DEFAULT_GRID, MAX_HULL_POINTS, ErrorEvidence, convex_chain, frozen, margins
+from oracleaudit.execution.evidence_kernels import SUB_BINS
 
 __all__ = ["ENGINES", "fetch", "measure", "measure_many"]
 

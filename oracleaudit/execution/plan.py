@@ -22,8 +22,8 @@ def plan_jobs(mutants: list[Mutant], pool: str, build_root: Path, done: set[tupl
     """One job per solution file: the original and the Pending mutants (or the first `per_solution` of them
     by id, a deterministic sample), each on the pool inputs without a row in `done` ((problem, mutant_id,
     input_id) triples). Returns the jobs, error lines, and how many pairs are already recorded."""
-    from oracleaudit.pool import Pool, names_a_file
     from oracleaudit.files import file_sha256
+    from oracleaudit.pool import Pool, names_a_file
 
     by_source: dict[tuple[str, str | None], list[Mutant]] = defaultdict(list)
     for mutant in mutants:

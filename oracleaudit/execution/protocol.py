@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from oracleaudit.status import ORIGINAL, REFERENCE  # noqa: F401 (the job's variant names)
 
 
-
 @dataclass(frozen=True)
 class Job:
     """One solution's work, or a slice of it.

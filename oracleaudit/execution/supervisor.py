@@ -30,8 +30,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from oracleaudit.execution.protocol import (Built, Done, Failed, Fatal, Job, Memory, Ready, Rows,
-                                  Started)
+from oracleaudit.execution.protocol import Built, Done, Failed, Fatal, Job, Memory, Ready, Rows, Started
 from oracleaudit.status import ORIGINAL, REFERENCE, Status
 
 BUILD_TIMEOUT_S = 3600.0

@@ -39,9 +39,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from oracleaudit.execution.protocol import (Built, Done, Failed, Fatal, Job, Memory, Ready,
-                                  Rows, Started)
 from oracleaudit.execution.models import ModelTemplates
+from oracleaudit.execution.protocol import Built, Done, Failed, Fatal, Job, Memory, Ready, Rows, Started
 from oracleaudit.kernelbench import WEIGHT_SEED
 from oracleaudit.status import ORIGINAL, REFERENCE, Status
 from oracleaudit.tensors import map_tensors, tensor_bytes, tensors, to_double
@@ -213,9 +212,9 @@ class JobRun:
         import torch
 
         from oracleaudit.execution import build as builds
+        from oracleaudit.files import file_sha256
         from oracleaudit.mutant import Mutant
         from oracleaudit.pool import Pool
-        from oracleaudit.files import file_sha256
         from oracleaudit.problem import problem_at
 
         job = self.job

@@ -9,17 +9,16 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from oracleaudit.errors import OracleAuditError
+from oracleaudit.mutant import COMPILE_ERROR, DUPLICATE, EQUIVALENT, PENDING, STATUSES, Mutant, mutant_id, write_mutants
 from oracleaudit.mutation import compiler
 from oracleaudit.mutation.catalog import Rule, load_catalog, select_rules
 from oracleaudit.mutation.cudatree import CudaTree
-from oracleaudit.errors import OracleAuditError
-from oracleaudit.mutant import (COMPILE_ERROR, DUPLICATE, EQUIVALENT, PENDING, STATUSES, Mutant, mutant_id,
-                                write_mutants)
-from oracleaudit.problem import bundled_root, pair_solutions
-from oracleaudit.terminal import progress_bar
 from oracleaudit.mutation.semantics import analyse
 from oracleaudit.mutation.site import find_sites
+from oracleaudit.problem import bundled_root, pair_solutions
 from oracleaudit.source import CudaUnit, line_col, load_units
+from oracleaudit.terminal import progress_bar
 
 DEVICE_BATCH = 48
 
@@ -219,9 +218,9 @@ def check(units: list[UnitSites], jobs: int, show_progress: bool = True) -> tupl
     # Host batches are the slow ones: start them first so they overlap the many fast device batches.
     tasks.sort(key=lambda task: task[1] != compiler.HOST)
     start = time.perf_counter()
-    device_outcomes: dict[str, compiler.Outcome] = {}
-    host_outcomes: dict[str, compiler.Outcome] = {}
-    originals: dict[str, compiler.Outcome] = {}
+    device_outcomes: dict[str, compiler.CompileResult] = {}
+    host_outcomes: dict[str, compiler.CompileResult] = {}
+    originals: dict[str, compiler.CompileResult] = {}
     clones = sum(len(b) - 1 for b, _ in tasks)
     with progress_bar("compiling mutants", total=clones, enabled=show_progress) as advance:
         runner = Parallel(n_jobs=jobs, prefer="threads", return_as="generator_unordered")

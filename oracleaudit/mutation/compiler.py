@@ -45,7 +45,7 @@ class Clone:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class CompileResult:
     ok: bool
     error: str = ""
     signature: str | None = None
@@ -185,27 +185,27 @@ def _clean(line: str) -> str:
     return _NAMESPACE.sub("", line).strip()[:300]
 
 
-def settle(toolchain: Toolchain, clones: list[Clone], mode: str) -> dict[str, Outcome]:
+def settle(toolchain: Toolchain, clones: list[Clone], mode: str) -> dict[str, CompileResult]:
     """Compile a batch until every clone has an outcome: failing clones are removed and the rest
     recompiled; errors that name no clone are resolved by bisection."""
-    results: dict[str, Outcome] = {}
+    results: dict[str, CompileResult] = {}
     pending = list(clones)
     while pending:
         text, ranges = assemble(pending, mode)
         rc, diagnostics, signatures = toolchain.compile(text, mode)
         if rc == 0:
             for i, clone in enumerate(pending):
-                results[clone.key] = Outcome(True, "", signatures.get(i, EMPTY_SIGNATURE) if mode == DEVICE else None)
+                results[clone.key] = CompileResult(True, "", signatures.get(i, EMPTY_SIGNATURE) if mode == DEVICE else None)
             return results
         failed, unattributed = attribute(diagnostics, ranges)
         if failed:
             for i, message in failed.items():
-                results[pending[i].key] = Outcome(False, message)
+                results[pending[i].key] = CompileResult(False, message)
             pending = [c for i, c in enumerate(pending) if i not in failed]
             continue
         if len(pending) == 1:
             message = unattributed[0] if unattributed else _first_line(diagnostics)
-            results[pending[0].key] = Outcome(False, message)
+            results[pending[0].key] = CompileResult(False, message)
             return results
         half = len(pending) // 2
         results.update(settle(toolchain, pending[:half], mode))

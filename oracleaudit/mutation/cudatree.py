@@ -7,7 +7,6 @@ import re
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
-DEVICE_SPECIFIERS = ("__global__", "__device__")
 # Headers that only host code needs; the device-only view drops them (they are the slow part of a build).
 _PRAGMA = re.compile(rb"^[ \t]*#[ \t]*pragma[^\n]*", re.M)
 _HOST_HEADER = re.compile(r"^\s*#\s*include\s*[<\"](torch|ATen|c10|pybind11|Python)[/.]")

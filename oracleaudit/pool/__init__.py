@@ -64,9 +64,25 @@ from oracleaudit.errors import OracleAuditError
 from oracleaudit.fields import Invalid, number, type_name
 from oracleaudit.files import file_sha256
 from oracleaudit.kernelbench import official_seeds
-from oracleaudit.pool.distributions import (BASES, DISTRIBUTIONS, REQUIRED, Distribution, Official, constant, laplace,
-                                            lognormal, mixed_range, near_max, near_ties, normal, official, ramp,
-                                            uniform, uniform_pm1, zeros)
+from oracleaudit.pool.distributions import (
+    BASES,
+    DISTRIBUTIONS,
+    REQUIRED,
+    Distribution,
+    Official,
+    constant,
+    laplace,
+    lognormal,
+    mixed_range,
+    near_max,
+    near_ties,
+    normal,
+    official,
+    ramp,
+    uniform,
+    uniform_pm1,
+    zeros,
+)
 from oracleaudit.pool.key import input_key
 from oracleaudit.pool.shapes import SHAPES, ResolvedShape, ShapePlan, input_shapes, resolve_shapes
 from oracleaudit.problem import Problem, load_problem_module

@@ -319,7 +319,6 @@ BASES: dict[str, Callable[[], Distribution]] = {
 class Kind:
     params: Mapping[str, Param]
     build: Callable[[Mapping[str, Any]], Distribution]
-    doc: str
 
 
 def _base(p: Mapping[str, Any]) -> Distribution:
@@ -327,36 +326,34 @@ def _base(p: Mapping[str, Any]) -> Distribution:
 
 
 DISTRIBUTIONS: dict[str, Kind] = {
-    "official": Kind({}, lambda p: official(), "the problem's own get_inputs() (KernelBench: torch.rand)"),
-    "normal": Kind({"mean": Param("number", 0.0), "std": Param("number", 1.0)},
-                    lambda p: normal(p["mean"], p["std"]), "normal(mean, std)"),
-    "uniform": Kind({"low": Param("number"), "high": Param("number")},
-                     lambda p: uniform(p["low"], p["high"]), "uniform(low, high)"),
-    "uniform_pm1": Kind({}, lambda p: uniform_pm1(), "uniform(-1, 1)"),
-    "scaled": Kind({"of": Param("base", "official")}, _base,
-                    "the official inputs (or `of`) × scale; needs scale or scales"),
+    # the problem's own get_inputs() (KernelBench: torch.rand)
+    "official": Kind({}, lambda p: official()),
+    "normal": Kind({"mean": Param("number", 0.0), "std": Param("number", 1.0)}, lambda p: normal(p["mean"], p["std"])),
+    "uniform": Kind({"low": Param("number"), "high": Param("number")}, lambda p: uniform(p["low"], p["high"])),
+    "uniform_pm1": Kind({}, lambda p: uniform_pm1()),
+    # the official inputs (or `of`) × scale; needs scale or scales
+    "scaled": Kind({"of": Param("base", "official")}, _base),
+    # exp(normal(mean, sigma))
     "lognormal": Kind({"mean": Param("number", 0.0), "sigma": Param("number", 1.0)},
-                       lambda p: lognormal(p["mean"], p["sigma"]), "exp(normal(mean, sigma))"),
-    "laplace": Kind({"loc": Param("number", 0.0), "b": Param("number", 1.0)},
-                     lambda p: laplace(p["loc"], p["b"]), "Laplace(loc, b)"),
-    "zeros": Kind({}, lambda p: zeros(), "all zeros"),
-    "constant": Kind({"value": Param("number")}, lambda p: constant(p["value"]), "all equal to value"),
-    "sorted": Kind({"order": Param("choice", "ascending", ("ascending", "descending")),
-                     "of": Param("base", "normal")},
-                    lambda p: _base(p).sorted(p["order"] == "descending"),
-                    "`of` values sorted over the flat index (monotone along every dimension)"),
-    "ramp": Kind({"low": Param("number", -1.0), "high": Param("number", 1.0)},
-                  lambda p: ramp(p["low"], p["high"]), "evenly spaced values along the flat index"),
+                      lambda p: lognormal(p["mean"], p["sigma"])),
+    "laplace": Kind({"loc": Param("number", 0.0), "b": Param("number", 1.0)}, lambda p: laplace(p["loc"], p["b"])),
+    "zeros": Kind({}, lambda p: zeros()),
+    "constant": Kind({"value": Param("number")}, lambda p: constant(p["value"])),
+    # `of` values sorted over the flat index (monotone along every dimension)
+    "sorted": Kind({"order": Param("choice", "ascending", ("ascending", "descending")), "of": Param("base", "normal")},
+                   lambda p: _base(p).sorted(p["order"] == "descending")),
+    # evenly spaced values along the flat index
+    "ramp": Kind({"low": Param("number", -1.0), "high": Param("number", 1.0)}, lambda p: ramp(p["low"], p["high"])),
+    # `of` with each value × high or × low (a large dynamic range)
     "mixed_range": Kind({"high": Param("number", 1e3), "low": Param("number", 1e-3),
-                          "pattern": Param("choice", "random", ("random", "alternating")),
-                          "of": Param("base", "normal")},
-                         lambda p: _base(p).mixed(p["high"], p["low"], p["pattern"]),
-                         "`of` with each value × high or × low (large dynamic range)"),
+                         "pattern": Param("choice", "random", ("random", "alternating")), "of": Param("base", "normal")},
+                        lambda p: _base(p).mixed(p["high"], p["low"], p["pattern"])),
+    # base + spread·uniform[0, 1)
     "near_ties": Kind({"base": Param("number", 1.0), "spread": Param("number", 1e-4)},
-                       lambda p: near_ties(p["base"], p["spread"]), "base + spread·uniform[0, 1)"),
-    "near_max": Kind({"of": Param("base", "normal")}, lambda p: _base(p).near_max(),
-                      "`of` × 1e30 (float16: × 6e4), autokernel's near-max input"),
-    "randn_seed42": Kind({}, lambda p: normal(),
-                          "torch.randn after seeding 42 (autokernel, sol-execbench-like); seed fixed at 42"),
+                      lambda p: near_ties(p["base"], p["spread"])),
+    # `of` × 1e30 (float16: × 6e4), autokernel's near-max input
+    "near_max": Kind({"of": Param("base", "normal")}, lambda p: _base(p).near_max()),
+    # torch.randn after seeding 42 (autokernel, sol-execbench-like); the seed is fixed at 42
+    "randn_seed42": Kind({}, lambda p: normal()),
 }
 """Distribution names a pool file may use: their parameters (with defaults) and what they draw."""

@@ -28,8 +28,8 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 
 from oracleaudit.errors import OracleAuditError
-from oracleaudit.tensors import leaves, to_device
 from oracleaudit.problem import Problem, first_line, int_constants, load_problem_module
+from oracleaudit.tensors import leaves, to_device
 
 __all__ = [
     "MIN_CHANGED",

@@ -29,8 +29,15 @@ Modules: `observations` (the store as columns), `witness` (the kill witness), `o
 
 from oracleaudit.scoring.audit import Audit, score
 from oracleaudit.scoring.observations import Observations
-from oracleaudit.scoring.outputs import (ESCAPED_DIR, KILL_MATRIX_FILE, KILL_MATRIX_SCHEMA_VERSION, SCORES_FILE,
-                                         UNWITNESSED_FILE, read_kill_matrix, write_outputs)
+from oracleaudit.scoring.outputs import (
+                                         ESCAPED_DIR,
+                                         KILL_MATRIX_FILE,
+                                         KILL_MATRIX_SCHEMA_VERSION,
+                                         SCORES_FILE,
+                                         UNWITNESSED_FILE,
+                                         read_kill_matrix,
+                                         write_outputs,
+)
 from oracleaudit.scoring.verdicts import Verdicts
 
 __all__ = ["ESCAPED_DIR", "KILL_MATRIX_FILE", "KILL_MATRIX_SCHEMA_VERSION", "SCORES_FILE", "UNWITNESSED_FILE",

@@ -15,12 +15,12 @@ import pandas as pd
 import torch
 
 from oracleaudit.errors import OracleAuditError
-from oracleaudit.tensors import leaves
 from oracleaudit.evidence import DEFAULT_GRID
-from oracleaudit.scoring.oracle import InputSelector, Oracle, Stage
 from oracleaudit.scoring.audit import SEED, Audit, group_rates, rate
+from oracleaudit.scoring.oracle import InputSelector, Oracle, Stage
 from oracleaudit.scoring.verdicts import FAIL, SKIP, judge_rows
 from oracleaudit.status import ORIGINAL, REFERENCE, Status
+from oracleaudit.tensors import leaves
 
 __all__ = ["aggressiveness", "attribution", "blind_band", "input_family", "problem_sizes", "reduction_size",
            "scale", "tolerance_curve", "unrefereeable"]
@@ -123,8 +123,8 @@ def blind_band(audit: Audit, oracle: Oracle, sizes: Mapping[str, tuple[int, str]
     judged = v.rows
     rows = judged["row"].to_numpy()
     ok = (f["status"].to_numpy(dtype=object)[rows] == Status.OK)
-    err = pd.DataFrame({"unit": f["unit"].to_numpy()[rows][ok], "e": audit.obs.error(p)[rows][ok]})
-    worst = err.groupby("unit")["e"].max()
+    err = pd.DataFrame({"kernel": f["kernel"].to_numpy()[rows][ok], "e": audit.obs.error(p)[rows][ok]})
+    worst = err.groupby("kernel")["e"].max()
     if sizes is None:
         sizes = problem_sizes(audit)
     w = audit.witness
@@ -135,7 +135,7 @@ def blind_band(audit: Audit, oracle: Oracle, sizes: Mapping[str, tuple[int, str]
         size = sizes.get(m["problem"]) if sizes else None
         size_value, basis = (size if isinstance(size, tuple) else (size, "given")) if size is not None else (None, None)
         tol = oracle.tolerance.lookup(m["problem"], "float32")
-        e = worst.get(int(m["unit"]))
+        e = worst.get(int(m["kernel"]))
         entries.append({"mutant_id": m["mutant_id"], "problem": m["problem"], "family": m["family"],
                         "rule": m["rule"], "reduction_size": size_value, "size_basis": basis,
                         "error": None if e is None or np.isnan(e) else float(e),

@@ -40,7 +40,7 @@ class Audit:
     """An evidence store with its mutants: what every score and analysis reads."""
 
     obs: Observations
-    mutants: pd.DataFrame          # one row per scored mutant: unit, problem, mutant_id, family, rule, level, ...
+    mutants: pd.DataFrame          # one row per scored mutant: kernel, problem, mutant_id, family, rule, level, ...
     witness: pd.DataFrame          # per scored mutant (same order): witnessed, kind, kinds, input_id, error, ...
     mutants_dir: Path | None = None
     margin: Margin = Margin()
@@ -73,25 +73,25 @@ class Audit:
             raise OracleAuditError("mutants.jsonl lists no mutants")
         excluded = {"not_pending": int((table["status"] != PENDING).sum())}
         table = table[table["status"] == PENDING]
-        units = frame[["problem", "mutant_id", "unit"]].drop_duplicates("unit")
+        units = frame[["problem", "mutant_id", "kernel"]].drop_duplicates("kernel")
         units = units.astype({"problem": object, "mutant_id": object})
         joined = table.merge(units, on=["problem", "mutant_id"], how="left")
-        excluded["not_run"] = int(joined["unit"].isna().sum())
-        joined = joined[joined["unit"].notna()].astype({"unit": np.int64})
+        excluded["not_run"] = int(joined["kernel"].isna().sum())
+        joined = joined[joined["kernel"].notna()].astype({"kernel": np.int64})
         # A clone that did not compile with torch's flags in the run stage is no valid mutant.
-        unbuilt = set(frame.loc[frame["status"] == Status.BUILD_ERROR, "unit"])
-        excluded["build_error"] = int(joined["unit"].isin(unbuilt).sum())
-        joined = joined[~joined["unit"].isin(unbuilt)]
+        unbuilt = set(frame.loc[frame["status"] == Status.BUILD_ERROR, "kernel"])
+        excluded["build_error"] = int(joined["kernel"].isin(unbuilt).sum())
+        joined = joined[~joined["kernel"].isin(unbuilt)]
         stored = set(units.loc[~units["mutant_id"].isin([ORIGINAL, REFERENCE]), "mutant_id"])
         excluded["unknown_in_store"] = len(stored - set(joined["mutant_id"]))
         if joined.empty:
             raise OracleAuditError(f"{where}: none of the {len(table)} compiled mutants of mutants.jsonl has "
                                    "observations in the evidence store (is it the store of these mutants?)")
         joined["level"] = [_level(p) for p in joined["problem"]]
-        joined = joined.sort_values("unit").reset_index(drop=True)
-        keep = np.zeros(frame["unit"].max() + 1, dtype=bool)
-        keep[joined["unit"].to_numpy()] = True
-        scored = keep[frame["unit"].to_numpy()] | frame["mutant_id"].isin([ORIGINAL, REFERENCE]).to_numpy()
+        joined = joined.sort_values("kernel").reset_index(drop=True)
+        keep = np.zeros(frame["kernel"].max() + 1, dtype=bool)
+        keep[joined["kernel"].to_numpy()] = True
+        scored = keep[frame["kernel"].to_numpy()] | frame["mutant_id"].isin([ORIGINAL, REFERENCE]).to_numpy()
         wit = witness(frame if scored.all() else frame[scored], margin)
         wit = joined[["problem", "mutant_id"]].merge(
             wit.astype({"problem": object, "mutant_id": object}), on=["problem", "mutant_id"], how="left")

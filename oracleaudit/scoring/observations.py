@@ -130,7 +130,7 @@ class Observations:
             data[p + "hull_points"] = np.bincount(self.hull[p][2], minlength=self.num_rows).astype(np.int64)
         data["fp64_error"] = self._error(data, "fp64_")  # the witness needs it; fp32_error when asked
         codes = {name: np.asarray(data[name].codes, dtype=np.int64) for name in ("problem", "mutant_id", "input_id")}
-        data["unit"] = combine(codes["problem"], codes["mutant_id"])
+        data["kernel"] = combine(codes["problem"], codes["mutant_id"])
         data["trial"] = combine(codes["problem"], codes["input_id"])
         output_key = combine(data["trial"], data["output_index"])
         for p in PREFIXES:

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from oracleaudit.errors import OracleAuditError
 from oracleaudit import fields
+from oracleaudit.errors import OracleAuditError
 from oracleaudit.fields import Invalid
 from oracleaudit.pool.key import number_text, parse_input_key
 from oracleaudit.status import FAILURES
@@ -37,7 +37,7 @@ __all__ = [
     "InputSelector",
     "Oracle",
     "Reference",
-    "Rule",
+    "Criterion",
     "Stage",
     "Tol",
     "Tolerances",
@@ -182,7 +182,7 @@ def _pick(table: Mapping[str, Tol], key: str) -> Tol | None:
 
 
 @dataclass(frozen=True)
-class Rule:
+class Criterion:
     """The comparison of one output with the reference (all parts that are set must pass)."""
 
     allclose: bool = True
@@ -228,7 +228,7 @@ class Oracle:
     description: str
     reference: Reference
     tolerance: Tolerances
-    rule: Rule
+    rule: Criterion
     fail_statuses: tuple[str, ...]
     skip_statuses: tuple[str, ...]
     timeout_s: float | None
@@ -239,7 +239,7 @@ class Oracle:
 
     # ---- effective settings of a stage --------------------------------------------------------------------
 
-    def stage_rule(self, stage: Stage) -> Rule:
+    def stage_rule(self, stage: Stage) -> Criterion:
         return replace(self.rule, **dict(stage.rule))
 
     def stage_statuses(self, stage: Stage) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -469,7 +469,7 @@ def _selector(raw: Any, where: str) -> InputSelector:
     return InputSelector(distribution=dist, seeds=seeds, variants=tuple(variants), scales=scales, params=keyed)
 
 
-def _stage(raw: Any, index: int, protocol_rule: Rule) -> Stage:
+def _stage(raw: Any, index: int, protocol_rule: Criterion) -> Stage:
     where = f"stages[{index}]"
     raw = fields.table(raw, where)
     fields.known(raw, _STAGE_FIELDS, where)
@@ -507,7 +507,7 @@ def _check_partition(fail: tuple[str, ...], skip: tuple[str, ...], where: str) -
         raise Invalid(f"{where}: {', '.join(missing)} must be listed in fail or skip")
 
 
-def _check_rule(rule: Rule, where: str) -> None:
+def _check_rule(rule: Criterion, where: str) -> None:
     if not (rule.allclose or rule.min_fraction_within is not None or rule.min_cosine is not None
             or rule.max_rel_l1 is not None or rule.max_rmse is not None or rule.bitwise_repeat
             or rule.nonfinite_output_fails or rule.all_zero_fails):
@@ -548,7 +548,7 @@ def _parse(data: dict[str, Any], path: Path | None, default_name: str | None) ->
     if "tolerance" not in data:
         raise Invalid("tolerance is missing (e.g. [tolerance] float32 = { atol = 1e-4, rtol = 1e-4 })")
     tolerance = _tolerances(data["tolerance"])
-    rule = Rule(**_rule_fields(data.get("rule", {}), "rule"))
+    rule = Criterion(**_rule_fields(data.get("rule", {}), "rule"))
 
     statuses = fields.table(data.get("statuses", {}), "statuses")
     fields.known(statuses, ("fail", "skip", "timeout_s"), "statuses")

@@ -20,7 +20,7 @@ import pandas as pd
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.evidence import replay_fails
 from oracleaudit.scoring.observations import NF_COUNTS, Observations
-from oracleaudit.scoring.oracle import MATH_MODES, Oracle, Rule, Stage
+from oracleaudit.scoring.oracle import MATH_MODES, Criterion, Oracle, Stage
 from oracleaudit.status import ORIGINAL, REFERENCE, Status
 
 __all__ = ["FAIL", "PASS", "SKIP", "Verdicts", "judge_rows", "verdicts"]
@@ -130,7 +130,7 @@ def _metric_ok(value: np.ndarray, l2_diff: np.ndarray, passes) -> np.ndarray:
     return np.where(defined, ok, identical)
 
 
-def _judge(obs: Observations, rows: np.ndarray, p: str, rule: Rule, atol: np.ndarray, rtol: np.ndarray,
+def _judge(obs: Observations, rows: np.ndarray, p: str, rule: Criterion, atol: np.ndarray, rtol: np.ndarray,
            grid_t: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray]:
     """The rule's verdict on Ok rows: (fails, inexact). A rule that asks whether the output or the reference
     holds NaN/Inf is evaluated for every value the evidence leaves possible; where they disagree the verdict
@@ -273,51 +273,51 @@ def judge_rows(obs: Observations, oracle: Oracle, rows: np.ndarray, prefix: str 
 
 def verdicts(obs: Observations, mutants: pd.DataFrame, oracle: Oracle) -> Verdicts:
     """The oracle's verdicts on every kernel of the observations: the scored mutants (`mutants`, one row each
-    with its `unit`, in order) and the originals."""
+    with its `kernel` code, in order) and the originals."""
     f = obs.frame
-    unit = f["unit"].to_numpy()
-    kernel_units = np.concatenate([mutants["unit"].to_numpy(),
-                                   f.loc[(f["mutant_id"] == ORIGINAL).to_numpy(), "unit"].unique()])
-    is_kernel = np.zeros(unit.max() + 1, dtype=bool)
-    is_kernel[kernel_units] = True
-    rows = np.flatnonzero(is_kernel[unit])
+    kernel = f["kernel"].to_numpy()
+    kernel_codes = np.concatenate([mutants["kernel"].to_numpy(),
+                                   f.loc[(f["mutant_id"] == ORIGINAL).to_numpy(), "kernel"].unique()])
+    is_kernel = np.zeros(kernel.max() + 1, dtype=bool)
+    is_kernel[kernel_codes] = True
+    rows = np.flatnonzero(is_kernel[kernel])
     judged = judge_rows(obs, oracle, rows)
     if judged.empty:
         inputs = "; ".join(f"{s.name}: {', '.join(i.describe() for i in s.inputs)}" for s in oracle.stages)
         raise OracleAuditError(f"oracle {oracle.name} draws no input of the evidence store (its inputs: {inputs})")
     r = judged["row"].to_numpy()
     state = judged["state"].to_numpy()
-    n_units = unit.max() + 1
-    u = unit[r]
-    failed = np.bincount(u[state == FAIL], minlength=n_units) > 0
-    # trials: (unit, stage, input); a trial is judged when none of its rows is skipped, or it fails
+    n_kernels = kernel.max() + 1
+    u = kernel[r]
+    failed = np.bincount(u[state == FAIL], minlength=n_kernels) > 0
+    # trials: (kernel, stage, input); a trial is judged when none of its rows is skipped, or it fails
     trial_key = pd.DataFrame({"u": u, "stage": judged["stage"].to_numpy(), "input": f["input_id"].cat.codes.to_numpy()[r],
                               "state": state})
     trials = trial_key.groupby(["u", "stage", "input"], sort=False)["state"].max().reset_index()
     judged_trials = trials[trials["state"] != SKIP]
-    drawn = np.bincount(judged_trials["u"].to_numpy(), minlength=n_units)
-    present = np.bincount(trials["u"].to_numpy(), minlength=n_units)
-    m_problem = f.groupby("unit", sort=True, observed=True)["problem"].first()
-    problem_of_unit = np.full(n_units, -1, dtype=np.int64)
+    drawn = np.bincount(judged_trials["u"].to_numpy(), minlength=n_kernels)
+    present = np.bincount(trials["u"].to_numpy(), minlength=n_kernels)
+    m_problem = f.groupby("kernel", sort=True, observed=True)["problem"].first()
+    problem_of_unit = np.full(n_kernels, -1, dtype=np.int64)
     problem_of_unit[m_problem.index.to_numpy()] = m_problem.cat.codes.to_numpy()
     expected = _expected_trials(obs, oracle)[problem_of_unit]
 
-    m_units = mutants["unit"].to_numpy()
+    m_kernels = mutants["kernel"].to_numpy()
     orig_rows = (f["mutant_id"] == ORIGINAL).to_numpy()
-    orig_units = f.loc[orig_rows, ["unit", "problem"]].drop_duplicates("unit")
-    original_rejected = pd.Series(failed[orig_units["unit"].to_numpy()],
-                                  index=orig_units["problem"].astype(str).to_numpy(), name="rejected").sort_index()
-    is_orig_unit = np.zeros(n_units, dtype=bool)
-    is_orig_unit[orig_units["unit"].to_numpy()] = True
-    orig_trials = judged_trials[is_orig_unit[judged_trials["u"].to_numpy()]]
+    orig_kernels = f.loc[orig_rows, ["kernel", "problem"]].drop_duplicates("kernel")
+    original_rejected = pd.Series(failed[orig_kernels["kernel"].to_numpy()],
+                                  index=orig_kernels["problem"].astype(str).to_numpy(), name="rejected").sort_index()
+    is_orig_kernel = np.zeros(n_kernels, dtype=bool)
+    is_orig_kernel[orig_kernels["kernel"].to_numpy()] = True
+    orig_trials = judged_trials[is_orig_kernel[judged_trials["u"].to_numpy()]]
     mode = MATH_MODES[oracle.reference.math_mode]
     mismatch = 0
     if oracle.reference.precision == "fp32":
         known = f["ref_matmul_tf32_known"].to_numpy()[r] & f["ref_cudnn_tf32_known"].to_numpy()[r]
         differs = (f["ref_matmul_tf32"].to_numpy()[r] != mode[0]) | (f["ref_cudnn_tf32"].to_numpy()[r] != mode[1])
         mismatch = int((known & differs).sum())
-    return Verdicts(oracle=oracle, killed=failed[m_units], drawn=drawn[m_units],
-                    complete=present[m_units] >= expected[m_units],
+    return Verdicts(oracle=oracle, killed=failed[m_kernels], drawn=drawn[m_kernels],
+                    complete=present[m_kernels] >= expected[m_kernels],
                     original_rejected=original_rejected, original_trials=len(orig_trials),
                     original_trials_failed=int((orig_trials["state"] == FAIL).sum()),
                     inexact=int(judged["inexact"].sum()), mode_mismatch_rows=mismatch, rows=judged)

@@ -15,7 +15,7 @@ on that same input:
                margin below;
   nondeterministic
                its two runs (kernel → reference → kernel) differ bitwise where the original's are bitwise
-               equal on every input of the problem. Not in DESIGN.md's list: added because a stale buffer
+               equal on every input of the problem. Added to the usual kinds because a stale buffer
                (`torch::zeros` → `torch::empty`, a skipped accumulator reset) often gives a right first run
                and a wrong second one, and the evidence keeps the second run only as this flag. A mutant
                of a kernel whose two runs agree that starts to disagree has a race or reads stale memory.
@@ -85,7 +85,7 @@ SMALL_OUTPUT = 16
 KINDS = ("crash", "timeout", "mismatch", "nonfinite", "error", "nondeterministic")
 """Witness kinds, in the priority order used to name a mutant's primary witness."""
 
-_COLUMNS = ("problem", "mutant_id", "input_id", "output_index", "unit", "trial", "status", "repeat_bitwise_equal",
+_COLUMNS = ("problem", "mutant_id", "input_id", "output_index", "kernel", "trial", "status", "repeat_bitwise_equal",
             "repeat_bitwise_equal_false", "fp64_comparable", "fp64_shape_match", "fp64_dtype_match", "fp64_n",
             "fp64_n_nan_out", "fp64_n_nan_ref", "fp64_n_inf_mismatch", "fp64_error")
 
@@ -215,13 +215,13 @@ def witness(frame: pd.DataFrame, margin: Margin = Margin(), inputs: Sequence[str
     frame = frame[[c for c in _COLUMNS if c in frame.columns]]
     if inputs is not None:
         frame = frame[frame["input_id"].isin(list(inputs)).to_numpy()]
-    unit = _units(frame)
+    kernel = _kernels(frame)
     is_mut = ~frame["mutant_id"].isin([ORIGINAL, REFERENCE]).to_numpy()
     mut_rows = np.flatnonzero(is_mut)
-    codes, first = np.unique(unit[mut_rows], return_index=True)
+    codes, first = np.unique(kernel[mut_rows], return_index=True)
     order = np.argsort(first, kind="stable")
     codes, first = codes[order], mut_rows[first[order]]
-    position = np.full(int(unit.max()) + 1 if len(unit) else 0, -1, dtype=np.int64)
+    position = np.full(int(kernel.max()) + 1 if len(kernel) else 0, -1, dtype=np.int64)
     position[codes] = np.arange(len(codes))
     n = len(codes)
     result = pd.DataFrame({"problem": frame["problem"].to_numpy(dtype=object)[first],
@@ -229,7 +229,7 @@ def witness(frame: pd.DataFrame, margin: Margin = Margin(), inputs: Sequence[str
     ok = is_mut & (frame["status"].to_numpy(dtype=object) == Status.OK)
     error = np.full(n, np.nan)
     errors = frame["fp64_error"].to_numpy(dtype=np.float64, na_value=np.nan)
-    ok_pos, ok_err = position[unit[ok]], errors[ok]
+    ok_pos, ok_err = position[kernel[ok]], errors[ok]
     valid = ~np.isnan(ok_err)
     np.fmax.at(error, ok_pos[valid], ok_err[valid])
     witnessed = np.zeros(n, dtype=bool)
@@ -239,7 +239,7 @@ def witness(frame: pd.DataFrame, margin: Margin = Margin(), inputs: Sequence[str
     count = np.zeros(n, dtype=np.int64)
     hits = witness_rows(frame, margin)
     if not hits.empty:
-        hits = hits.assign(_pos=position[unit[hits["row"].to_numpy()]],
+        hits = hits.assign(_pos=position[kernel[hits["row"].to_numpy()]],
                            _rank=hits["kind"].map({k: i for i, k in enumerate(KINDS)}).to_numpy())
         hits = hits.sort_values(["_pos", "_rank", "input_id", "output_index"], kind="stable")
         best = hits.drop_duplicates("_pos")
@@ -261,10 +261,10 @@ def witness(frame: pd.DataFrame, margin: Margin = Margin(), inputs: Sequence[str
     return result
 
 
-def _units(frame: pd.DataFrame) -> np.ndarray:
-    """Dense codes of (problem, mutant_id) per row: the frame's `unit` column where it has one."""
-    if "unit" in frame.columns:
-        return frame["unit"].to_numpy(dtype=np.int64)
+def _kernels(frame: pd.DataFrame) -> np.ndarray:
+    """Dense codes of (problem, mutant_id) per row: the frame's `kernel` column where it has one."""
+    if "kernel" in frame.columns:
+        return frame["kernel"].to_numpy(dtype=np.int64)
     return pd.MultiIndex.from_arrays([frame["problem"], frame["mutant_id"]]).factorize()[0].astype(np.int64)
 
 

@@ -4,7 +4,6 @@ errors for mutants that cannot be run."""
 from __future__ import annotations
 
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,9 +11,7 @@ import pytest
 from oracleaudit import execution as runner
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.mutant import read_mutants
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_run_gpu import DATA, EDITS, make_mutants  # noqa: E402
+from tests.execution.test_run_gpu import DATA, EDITS, make_mutants
 
 
 @pytest.fixture

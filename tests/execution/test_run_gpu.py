@@ -15,7 +15,7 @@ from oracleaudit.mutant import Mutant, mutant_id, write_mutants
 from oracleaudit.source import line_col, load_units
 from oracleaudit.store import EvidenceStore
 
-DATA = Path(__file__).parent / "testdata" / "run_root"
+DATA = Path(__file__).parents[1] / "testdata" / "run_root"
 SOLUTION = "solutions/level1/1_ScaleShift.py"
 PROBLEM = "level1/1_ScaleShift.py"
 
@@ -130,8 +130,8 @@ def test_out_of_memory_while_sharing_the_gpu_is_run_again_alone_and_recorded_as_
     and run again with the GPU to itself it gives its own outcome (here: correct output)."""
     import torch
 
-    from oracleaudit.mutant import read_mutants
     from oracleaudit.execution.supervisor import Supervisor
+    from oracleaudit.mutant import read_mutants
 
     shutil.copytree(DATA, tmp_path, dirs_exist_ok=True)
     unit = load_units(tmp_path / SOLUTION)[0]
@@ -205,7 +205,7 @@ def test_a_run_stopped_midway_and_started_again_ends_with_the_evidence_of_an_uni
     mutants = make_mutants(tmp_path)
     command = [sys.executable, "-m", "oracleaudit", "run", "--mutants", "mutants",
                "--out", "evidence", "--pool", "tiny_pool.toml", "--json"]
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parents[1]),
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parents[2]),
                                                                             os.environ.get("PYTHONPATH")]))}
     log = tmp_path / "run.log"
     with log.open("w") as sink:
@@ -325,8 +325,8 @@ def test_recorded_evidence_is_that_of_a_fresh_model_per_input_measured_on_the_gp
 
     import torch
 
-    from oracleaudit.execution import build
     from oracleaudit.evidence import ErrorEvidence
+    from oracleaudit.execution import build
     from oracleaudit.execution.measure import measure
     from oracleaudit.execution.worker import entry_init
     from oracleaudit.kernelbench import WEIGHT_SEED

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "oracleaudit"
+PACKAGE = Path(__file__).resolve().parents[2] / "oracleaudit"
 STAGES = ("mutation", "dataset", "execution", "scoring")  # pipeline order
 ENTRY = ("oracleaudit", "oracleaudit.__main__", "oracleaudit.cli", "oracleaudit.commands")  # may import anything
 MAX_LINES = 600

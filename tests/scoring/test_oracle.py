@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from oracleaudit.errors import OracleAuditError
-from oracleaudit.scoring.oracle import COMPONENTS, Oracle, catalog, catalog_dir
-from oracleaudit.pool import Pool
 from oracleaudit.kernelbench import official_seeds
+from oracleaudit.pool import Pool
+from oracleaudit.scoring.oracle import COMPONENTS, Oracle, catalog, catalog_dir
 
 CATALOG = ["autokernel", "fp64-fuzz", "kernelbench", "kernelbench-v0.1", "kernelbench-verified", "kernelbench-x",
            "robust-kbench", "sol-execbench"]
@@ -34,7 +34,7 @@ def drawn(oracle: Oracle) -> dict[str, list[str]]:
 
 def test_the_catalog_holds_one_protocol_per_published_checker() -> None:
     assert catalog() == CATALOG
-    assert catalog_dir() == Path(__file__).resolve().parent.parent / "oracles"
+    assert catalog_dir() == Path(__file__).resolve().parents[2] / "oracles"
 
 
 @pytest.mark.parametrize("name", CATALOG)

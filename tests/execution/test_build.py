@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from oracleaudit.execution import build
+from oracleaudit.mutation import find_mutants
 from oracleaudit.mutation.catalog import load_catalog, select_rules
 from oracleaudit.mutation.compiler import Toolchain
-from oracleaudit.mutation import find_mutants
 from oracleaudit.problem import bundled_root
 
 SOFTMAX = bundled_root() / "solutions" / "level1" / "23_Softmax.py"
@@ -116,6 +116,7 @@ def test_importing_the_solution_for_a_variant_gives_model_new_that_variant_s_fun
 
 
 @pytest.mark.nvcc
+@pytest.mark.slow
 def test_the_combined_sources_compile_with_nvcc_and_the_torch_headers(tmp_path: Path) -> None:
     plan = build.plan_build(SOFTMAX, softmax_mutants(4))
     (extension,) = plan.extensions
@@ -149,10 +150,11 @@ def _can_build_cpp_extensions() -> bool:
 
 
 @pytest.mark.skipif(not _can_build_cpp_extensions(), reason="needs ninja and g++ (torch's load_inline)")
+@pytest.mark.slow
 def test_a_build_killed_midway_does_not_leave_its_directory_locked_for_the_next_build(tmp_path: Path) -> None:
     directory = tmp_path / "extension"
-    script = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent.parent)!r}); "
-              f"from pathlib import Path; from tests.test_build import _load_answer; "
+    script = (f"import sys; sys.path.insert(0, {str(Path(__file__).parents[2])!r}); "
+              f"from pathlib import Path; from tests.execution.test_build import _load_answer; "
               f"_load_answer(Path({str(directory)!r}))")
     child = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "MAX_JOBS": "1"})
     deadline = time.monotonic() + 120

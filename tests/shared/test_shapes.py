@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from oracleaudit.problem import bundled_root
 from oracleaudit.pool.shapes import DroppedVariant, ShapeVariant, odd_size, shape_variants, small_sizes
+from oracleaudit.problem import bundled_root
 
 SOFTMAX = bundled_root() / "level1" / "23_Softmax.py"
 

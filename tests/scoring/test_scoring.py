@@ -20,9 +20,18 @@ import torch
 from oracleaudit.cli import main
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.execution.measure import measure
+from oracleaudit.kernelbench import official_seeds
 from oracleaudit.mutant import PENDING, Mutant, write_mutants
 from oracleaudit.pool.key import parse_input_key
-from oracleaudit.scoring.oracle import Oracle, catalog
+from oracleaudit.scoring import (
+    ESCAPED_DIR,
+    KILL_MATRIX_FILE,
+    SCORES_FILE,
+    UNWITNESSED_FILE,
+    Audit,
+    Observations,
+    read_kill_matrix,
+)
 from oracleaudit.scoring.analysis import (
     aggressiveness,
     attribution,
@@ -34,17 +43,8 @@ from oracleaudit.scoring.analysis import (
     tolerance_curve,
     unrefereeable,
 )
-from oracleaudit.scoring import (
-    ESCAPED_DIR,
-    KILL_MATRIX_FILE,
-    SCORES_FILE,
-    UNWITNESSED_FILE,
-    Audit,
-    Observations,
-    read_kill_matrix,
-)
+from oracleaudit.scoring.oracle import Oracle, catalog
 from oracleaudit.store import OBSERVATION_SCHEMA, EvidenceStore
-from oracleaudit.kernelbench import official_seeds
 
 OFFICIAL = [f"official/s={s}/official" for s in official_seeds()]
 HIDDEN = [f"scaled/x={x}/s={official_seeds()[0]}/official" for x in ("1", "3", "0.01", "-1")]
@@ -356,9 +356,9 @@ def test_the_verdict_from_evidence_equals_the_rule_run_on_the_raw_outputs(rule: 
         oracle = protocol(rule, t)
         verdicts = audit.verdicts(oracle)
         inexact = set(verdicts.rows.loc[verdicts.rows["inexact"].to_numpy(), "row"])
-        unit_rows = dict(zip(audit.obs.frame["unit"], audit.obs.frame.index))  # one row per case
+        unit_rows = dict(zip(audit.obs.frame["kernel"], audit.obs.frame.index))  # one row per case
         wrong = []
-        for (out, ref), unit, rejected in zip(pairs, audit.mutants["unit"], verdicts.killed):
+        for (out, ref), unit, rejected in zip(pairs, audit.mutants["kernel"], verdicts.killed):
             if unit_rows[unit] in inexact:
                 # the one thing the counts cannot tell: where the reference is ±Inf and the output is not
                 # the same Inf, whether the output is finite or the opposite Inf

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from oracleaudit.pool.shapes import ShapeVariant
 from oracleaudit.dataset.checks import Check, compare, excess, make_inputs
 from oracleaudit.kernelbench import official_seeds
+from oracleaudit.pool.shapes import ShapeVariant
 
 REF = torch.tensor([1.0, -2.0, 100.0, 0.0], dtype=torch.float64)
 

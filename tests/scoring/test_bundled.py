@@ -9,8 +9,8 @@ import pytest
 
 from oracleaudit.cli import main
 from oracleaudit.mutant import DIFFS_DIR, read_mutants
-from oracleaudit.scoring.oracle import Oracle, catalog
 from oracleaudit.scoring import Audit
+from oracleaudit.scoring.oracle import Oracle, catalog
 from oracleaudit.shipped import shipped_dir
 from oracleaudit.store import EvidenceStore
 
@@ -48,10 +48,13 @@ def test_score_with_no_evidence_flag_audits_the_bundled_evidence(capsys) -> None
 
 
 @pytest.mark.parametrize("name", sorted(catalog()))
-def test_every_catalog_oracle_scores_the_bundled_evidence(audit: Audit, name: str) -> None:
+def test_every_catalog_oracle_scores_the_bundled_evidence_as_its_provenance_records(audit: Audit, name: str) -> None:
+    """The scores kill_matrix/bundle.py recorded when it made the bundle (or --rescore after a deliberate
+    change of scoring): a change in any verdict shows here."""
+    recorded = json.loads((BUNDLE / "provenance.json").read_text())["scores"][name]
     score = audit.score(Oracle.load(name))
-    assert score["witnessed"] > 0 and 0 <= score["killed"] <= score["witnessed"]
-    assert 0 <= score["false_alarms"]
+    assert {key: score[key] for key in recorded} == recorded
+    assert score["killed"] + score["escaped"] + score["unobserved"] == score["witnessed"] > 0
 
 
 def test_a_stricter_tolerance_never_detects_less_on_the_bundled_evidence(audit: Audit) -> None:
@@ -59,13 +62,28 @@ def test_a_stricter_tolerance_never_detects_less_on_the_bundled_evidence(audit: 
     assert strict["killed"] >= loose["killed"]
 
 
-@pytest.mark.parametrize("analysis", ["tolerance-curve", "blind-band", "ceiling", "unrefereeable", "scale"])
-def test_each_analysis_runs_on_the_bundled_evidence(capsys, analysis: str) -> None:
+@pytest.mark.parametrize("analysis, keys", [
+    ("tolerance-curve", {"oracle", "tolerances", "detection", "false_alarms", "by_family"}),
+    ("blind-band", {"oracle", "escaped", "by_size"}),
+    ("ceiling", {"oracle"}),
+    ("unrefereeable", {"oracle"}),
+    ("scale", {"oracle", "by_level", "by_output_size"}),
+])
+def test_each_analysis_runs_on_the_bundled_evidence(capsys, analysis: str, keys: set) -> None:
     assert main(["analyze", analysis, "--oracle", "kernelbench", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)
+    result = json.loads(capsys.readouterr().out)
+    assert keys <= set(result) and result["oracle"] == "kernelbench"
+    if analysis == "tolerance-curve":  # detection never falls as the tolerance tightens
+        by_tolerance = sorted(zip(result["tolerances"], result["detection"]))
+        assert all(a[1] >= b[1] for a, b in zip(by_tolerance, by_tolerance[1:]))
+    if analysis == "blind-band":
+        assert len(result["escaped"]) == json.loads((BUNDLE / "provenance.json").read_text())[
+            "scores"]["kernelbench"]["escaped"]
 
 
-def test_attribution_runs_on_the_bundled_evidence(capsys) -> None:
+def test_attribution_splits_the_whole_change_between_the_components(capsys) -> None:
     assert main(["analyze", "attribution", "--oracle", "kernelbench-v0.1", "--oracle", "kernelbench-verified",
                  "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)
+    result = json.loads(capsys.readouterr().out)
+    change = result["detection"]["change"]
+    assert change == pytest.approx(result["detection"]["to"] - result["detection"]["from"], abs=1e-6)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from oracleaudit.problem import bundled_root
 from oracleaudit.dataset.records import read_records
 from oracleaudit.dataset.verify import verify_solutions
+from oracleaudit.problem import bundled_root
 
 
 @pytest.mark.gpu

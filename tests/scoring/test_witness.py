@@ -13,9 +13,17 @@ import torch
 
 from oracleaudit.execution.measure import measure
 from oracleaudit.scoring import Observations
+from oracleaudit.scoring.witness import (
+    FACTOR,
+    FLOOR,
+    KINDS,
+    SMALL_OUTPUT,
+    UNSTABLE_FACTOR,
+    Margin,
+    required_tolerance,
+    witness,
+)
 from oracleaudit.store import OBSERVATION_SCHEMA
-from oracleaudit.scoring.witness import FACTOR, FLOOR, SMALL_OUTPUT, UNSTABLE_FACTOR, KINDS, Margin, required_tolerance, \
-    witness
 
 SHAPES = [(64, 17), (16, 1000), (1, 4096)]
 DISTRIBUTIONS = ["rand", "normal", "x1e3"]

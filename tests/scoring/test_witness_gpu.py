@@ -14,7 +14,7 @@ from oracleaudit.mutant import Mutant, mutant_id, write_mutants
 from oracleaudit.problem import bundled_root
 from oracleaudit.source import line_col, load_units
 
-DATA = Path(__file__).parent / "testdata" / "run_root"
+DATA = Path(__file__).parents[1] / "testdata" / "run_root"
 # (problem root below the work folder, solution, problem label, text rewritten to itself)
 SOLUTIONS = [
     ("run_root", "solutions/level1/1_ScaleShift.py", "level1/1_ScaleShift", "2.0f * x[i]"),

@@ -11,7 +11,19 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from oracleaudit.execution.protocol import ORIGINAL, REFERENCE, Built, Done, Failed, Fatal, Job, Memory, Ready, Rows, Started
+from oracleaudit.execution.protocol import (
+    ORIGINAL,
+    REFERENCE,
+    Built,
+    Done,
+    Failed,
+    Fatal,
+    Job,
+    Memory,
+    Ready,
+    Rows,
+    Started,
+)
 from oracleaudit.execution.supervisor import SliceResult, Supervisor
 
 INPUTS = ("a/s=0/official", "b/s=1/official", "c/s=2/odd")

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from oracleaudit.mutation.catalog import load_catalog
 from oracleaudit.mutant import COMPILE_ERROR, DUPLICATE, EQUIVALENT, PENDING, Mutant
 from oracleaudit.mutation import find_mutants, mutate
+from oracleaudit.mutation.catalog import load_catalog
 
-TESTDATA = Path(__file__).parent / "testdata"
+TESTDATA = Path(__file__).parents[1] / "testdata"
 SHOWCASE = TESTDATA / "showcase" / "rules_showcase.py"
 RULES = [rule for family in load_catalog() for rule in family.rules]
 RULE_NAMES = [rule.name for rule in RULES]
@@ -185,11 +185,13 @@ def test_each_rule_rewrites_its_marked_site_as_the_table_says(rule: str, candida
 
 
 @pytest.mark.nvcc
+@pytest.mark.slow
 def test_the_unmutated_showcase_passes_the_device_and_host_compile_checks(compiled: list[Mutant]) -> None:
     assert [m.status_reason for m in compiled if m.status_reason.startswith("unchecked")] == []
 
 
 @pytest.mark.nvcc
+@pytest.mark.slow
 @pytest.mark.parametrize("rule", RULE_NAMES)
 def test_each_rule_s_mutant_at_its_marked_site_gets_the_compile_status_the_table_says(
         rule: str, compiled: list[Mutant]) -> None:

@@ -100,12 +100,3 @@ def test_checksums_see_a_changed_byte_in_an_input_or_a_reference() -> None:
     items[2][0] = 0.0
     items[3][1] = 7
     assert not torch.equal(before, worker.checksums(items))
-
-
-def test_nested_outputs_are_flattened_depth_first_and_mapped_in_place_of_their_structure() -> None:
-    a, b, c = torch.ones(1), torch.zeros(2), torch.full((3,), 2.0)
-    value = [a, (b, 7, [c]), "label"]
-    assert [t.shape for t in worker.tensors(value)] == [a.shape, b.shape, c.shape]
-    doubled = worker.map_tensors(value, lambda t: t * 2)
-    assert isinstance(doubled[1], tuple) and doubled[1][1] == 7 and doubled[2] == "label"
-    assert torch.equal(doubled[1][2][0], c * 2)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from oracleaudit.errors import OracleAuditError
 from oracleaudit.dataset.records import SCHEMA_VERSION, merge_records, read_records
+from oracleaudit.errors import OracleAuditError
 
 
 def record(level: int, ident: int, verified: bool = True, **extra) -> dict:

@@ -10,7 +10,7 @@ import pytest
 from oracleaudit.mutation.cudatree import CudaTree
 from oracleaudit.mutation.semantics import analyse
 
-TESTDATA = Path(__file__).parent / "testdata"
+TESTDATA = Path(__file__).parents[1] / "testdata"
 
 REDUCTION = """\
 __device__ float warp_sum(float v) {

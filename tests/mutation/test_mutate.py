@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 
 from oracleaudit import cli
-from oracleaudit.mutation.catalog import load_catalog
 from oracleaudit.mutant import COMPILE_ERROR, DUPLICATE, EQUIVALENT, PENDING, STATUSES, Mutant, read_mutants
 from oracleaudit.mutation import DEVICE_BATCH, MutateResult, find_mutants, mutate
+from oracleaudit.mutation.catalog import load_catalog
 from oracleaudit.shipped import shipped_dir
 
-REPO = Path(__file__).resolve().parents[1]
-TESTDATA = Path(__file__).parent / "testdata"
+REPO = Path(__file__).resolve().parents[2]
+TESTDATA = Path(__file__).parents[1] / "testdata"
 # Device-only sources: compile checks of these take seconds (no torch headers).
 GOOD = ["mutate/kernels.cu", "mutate/inline_escapes.py", "mutate/inline_one_line.py"]
 # The fields of a mutants.jsonl record: the contract the run stage reads.

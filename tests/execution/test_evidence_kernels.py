@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import torch
 
-from oracleaudit.execution import evidence_kernels
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.evidence import ErrorEvidence
+from oracleaudit.execution import evidence_kernels
 from oracleaudit.execution.evidence_kernels import SUB_BINS
 from oracleaudit.execution.measure import measure
-from tests.test_evidence import TOLERANCES, random_case
+from tests.shared.test_evidence import TOLERANCES, random_case
 
 STATISTICS = ("l2_diff", "l2_ref", "cosine", "max_abs", "max_rel", "rmse", "rel_l1")
 

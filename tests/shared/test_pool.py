@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from oracleaudit.dataset.checks import Check, make_inputs
 from oracleaudit.errors import OracleAuditError
+from oracleaudit.kernelbench import official_seeds
 from oracleaudit.pool import (
     DISTRIBUTIONS,
     Pool,
@@ -27,10 +29,8 @@ from oracleaudit.pool import (
     uniform_pm1,
     zeros,
 )
-from oracleaudit.problem import bundled_root, load_problem_module
 from oracleaudit.pool.shapes import ShapeVariant
-from oracleaudit.dataset.checks import Check, make_inputs
-from oracleaudit.kernelbench import official_seeds
+from oracleaudit.problem import bundled_root, load_problem_module
 
 SOFTMAX = bundled_root() / "level1" / "23_Softmax.py"
 CROSS_ENTROPY = bundled_root() / "level1" / "49_CrossEntropyLoss.py"

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from oracleaudit import cli
-from oracleaudit.errors import OracleAuditError
-from oracleaudit.problem import pair_solutions
 from oracleaudit.dataset.records import merge_records, read_records
 from oracleaudit.dataset.verify import verify_pair, verify_solutions
+from oracleaudit.errors import OracleAuditError
+from oracleaudit.problem import pair_solutions
 
 CHECK_NAMES = ["official-0", "official-1", "official-2", "official-3", "official-4", "normal", "uniform", "large",
                "odd-shapes", "small-shapes"]
