@@ -1,9 +1,10 @@
 """The cache folder: `$ORACLEAUDIT_CACHE`, default `~/.cache/oracleaudit`. Everything in it is keyed by a
 hash of its inputs, so it can be shared by runs, deleted at any time, and never changes a result.
 
-    compile/   nvcc compile-check results of the mutate stage (compiler.py)
-    builds/    the run stage's extensions, one folder per extension named by a hash of its sources (build.py)
-    kernels/   the fused evidence kernels' library, by a hash of its source, nvcc and flags (evidence_kernels.py)
+    compile/   nvcc compile-check results of the mutate stage (mutation/compiler.py)
+    builds/    the run stage's extensions, one folder per extension named by a hash of its sources (execution/build.py)
+    references/ the fp32 and fp64 reference outputs per problem and input (execution/references.py)
+    kernels/   the fused evidence kernels' library, by a hash of its source, nvcc and flags (execution/evidence_kernels.py)
 """
 
 import contextlib

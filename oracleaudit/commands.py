@@ -305,7 +305,7 @@ def _run_score(args: argparse.Namespace) -> int:
         for r in results:
             if r["inexact_verdicts"]:
                 print(f"oracleaudit: {r['oracle']}: {r['inexact_verdicts']} verdicts cannot be proven from the "
-                      "evidence (see scoring.py)", file=sys.stderr)
+                      "evidence (see oracleaudit/scoring/verdicts.py)", file=sys.stderr)
         families = sorted({f for r in results for f in r["by_family"]})
         terminal.table("Detection by family", ["family", *[r["oracle"] for r in results]],
                           [[f, *[_cell(r["by_family"].get(f)) for r in results]] for f in families])

@@ -7,7 +7,7 @@ host synchronisation of one worker waits on the others: the evidence was most of
 and the hull candidates (the points that beat every lower bin, see `measure._bin_filter`); the caller
 finishes the hull from them (below). Counts, grid counts and hulls are bitwise those of the
 torch version; the float statistics (sums, norms) are summed in another order, so they may differ in the
-last bits (tests/test_evidence_kernels.py).
+last bits (tests/execution/test_evidence_kernels.py).
 
 Hull candidates: at most FIRST_PAIRS come back with the result and are finished on the CPU; more (an
 error that grows with |ref|, such as a scaled or all-zero output, makes every element a candidate) are

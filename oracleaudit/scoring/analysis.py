@@ -1,6 +1,6 @@
 """Analyses of an audit: the tolerance curve and the blind band, the aggressiveness ceiling of each input
 family, unrefereeable problems, patch attribution between two oracles (exact Shapley values over their
-differing components), and detection by scale. Each takes an `Audit` (scoring.py) and returns plain data."""
+differing components), and detection by scale. Each takes an `Audit` (audit.py) and returns plain data."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ against (the fp32 reference in a stated math mode, or the fp64 one), the compari
 per output dtype and per problem; fraction of elements within tolerance; cosine / relative-L1 / RMSE
 thresholds; the NaN policy; non-finite outputs; all-zero outputs; bitwise-equal repeats), which run statuses
 fail or skip a trial, and how trial verdicts combine. The file format is documented in `oracles/README.md`;
-`scoring.py` applies a protocol to an evidence store.
+`verdicts.py` applies a protocol to an evidence store.
 
 `Oracle.load(name_or_path)` takes a catalog name (`kernelbench`) or the path of a user's `.toml` file. Every
 problem with a file raises `OracleAuditError` on one line naming the file and the field:
