@@ -5,8 +5,10 @@
              time adds up). Run the first call on a cold build cache.
     memory   a worker's peak GPU memory with 10 and with 60 pool inputs of 4M elements each (the test
              solution of tests/testdata/run_root)
-    real     problems at KernelBench's own sizes (bench/data/real_size: a 3-D convolution with a 244M-element
-             output, a fused 2-D convolution with a 134M-element input, a 2.5 GiB MLP) at --workers-per-gpu 8
+    real     problems at KernelBench's own sizes at --workers-per-gpu 8: a 3-D convolution with a 244M-element
+             output (bench/data/real_size, with its own solution), and two bundled problems scaled through their
+             shape constants to KernelBench's sizes (`OFFICIAL`): a fused 2-D convolution with a 134M-element
+             input and a 2.5 GiB MLP, run with their bundled solutions and first mutants
     report   bench/results/run_scale.json from the state: the full run's wall time, variants/min, phases,
              GPU-busy fraction and holes (pairs of the plan without a row), the memory ratio, the real-size run
 
@@ -23,11 +25,20 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 REAL = ROOT / "bench" / "data" / "real_size"
 RUN_ROOT = ROOT / "tests" / "testdata" / "run_root"
+# KernelBench's own shape constants (ScalingIntelligence/KernelBench @423217d: level2/1_Conv2D_ReLU_BiasAdd.py
+# and level3/1_MLP.py) for the bundled problems of the same operators, by their constant names.
+OFFICIAL = {
+    "level2/4_Conv2d_Bias_ReLU": {"batch_size": 128, "in_channels": 64, "out_channels": 128, "height": 128,
+                                  "width": 128},
+    "level3/1_MLP": {"batch_size": 128, "input_size": 16384, "hidden1": 16384, "hidden2": 16384, "output_size": 8192},
+}
+REAL_MUTANTS = 8  # per solution, the first by id
 
 
 def _state(path: Path) -> dict:
@@ -117,22 +128,46 @@ def memory(args) -> None:
     print(json.dumps(state["memory"], indent=1))
 
 
+def _real_size_inputs(work: Path) -> Path:
+    """A mutants folder for the real-size run: the conv3d's own mutants, and the first bundled mutants of the
+    problems in OFFICIAL with their problem files scaled (a copy under `work` with KernelBench's constants)."""
+    import re
+
+    from oracleaudit.mutant import read_mutants, write_mutants
+    from oracleaudit.problem import bundled_root
+    from oracleaudit.shipped import shipped_dir
+
+    chosen = list(read_mutants(REAL / "mutants"))
+    bundled = read_mutants(shipped_dir("kill_matrix") / "mutants")
+    texts = {m.source: (ROOT / m.source).read_text() for m in chosen}
+    for label, constants in OFFICIAL.items():
+        text = (bundled_root() / f"{label}.py").read_text()
+        for name, value in constants.items():
+            text, count = re.subn(rf"^{name} = \d+$", f"{name} = {value}", text, flags=re.M)
+            if count != 1:
+                raise ValueError(f"{label}: no line `{name} = <int>` to scale")
+        scaled = work / "problems" / f"{label}.py"
+        scaled.parent.mkdir(parents=True, exist_ok=True)
+        scaled.write_text(text)
+        mine = sorted((m for m in bundled if m.problem == label), key=lambda m: m.id)[:REAL_MUTANTS]
+        chosen += [replace(m, problem_file=str(scaled)) for m in mine]
+        texts.update({m.source: (ROOT / m.source).read_text() for m in mine})
+    write_mutants(work / "mutants", chosen, texts)
+    return work / "mutants"
+
+
 def real(args) -> None:
     from oracleaudit import execution as runner
     from oracleaudit.store import EvidenceStore
 
     state = _state(args.state)
-    import os
-
-    store = args.store.resolve()  # before changing folder: the mutants name their files relative to REAL
-    here = os.getcwd()
-    os.chdir(REAL)
-    try:
-        result = runner.run(Path("mutants"), store, pool=str(REAL / "pool.toml"), workers_per_gpu=args.workers_per_gpu,
-                            job_size=args.job_size, show_progress=False)
-        holes = _holes(REAL / "mutants", store, str(REAL / "pool.toml"))
-    finally:
-        os.chdir(here)
+    store = args.store.resolve()
+    work = Path(tempfile.mkdtemp(prefix="oracleaudit-real-size-"))
+    mutants = _real_size_inputs(work)
+    pool = str(REAL / "pool.toml")
+    result = runner.run(mutants, store, pool=pool, workers_per_gpu=args.workers_per_gpu, job_size=args.job_size,
+                        show_progress=False)
+    holes = _holes(mutants, store, pool)
     rows = EvidenceStore(store).open().read(columns=["problem", "mutant_id", "status", "inferred"])
     summary = result.summary()
     state["real_size"] = {
@@ -146,6 +181,7 @@ def real(args) -> None:
         "holes": holes["holes"], "inferred_rows": holes["inferred_rows"]}
     state["gpu"] = _gpu()
     _save(args.state, state)
+    shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(state["real_size"], indent=1))
 
 
