@@ -71,18 +71,12 @@ _TOP = ("schema_version", "name", "description", "source", "reference", "toleran
         "stages", "combine")
 _RULE_FIELDS = ("allclose", "nan", "nonfinite_output_fails", "min_fraction_within", "min_cosine", "max_rel_l1",
                 "max_rmse", "all_zero_fails", "bitwise_repeat")
-_STAGE_FIELDS = ("name", "inputs", "rule", "tolerance_scale", "statuses", "missing_reference")
+_STAGE_FIELDS = ("name", "inputs", "problems", "rule", "tolerance_scale", "statuses", "missing_reference")
 _SELECTOR_FIELDS = ("distribution", "seeds", "seed", "variants", "variant", "scales", "scale", "params")
-
-
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Inputs
-
-
-
-
 
 
 @dataclass(frozen=True)
@@ -208,9 +202,14 @@ class Stage:
     fail_statuses: tuple[str, ...] | None = None
     skip_statuses: tuple[str, ...] | None = None
     missing_reference: str = "skip"
+    problems: tuple[str, ...] = ()  # glob patterns on the problem label (any case); empty: every problem
 
     def draws(self, key: str) -> bool:
         return any(s.matches(key) for s in self.inputs)
+
+    def applies(self, problem: str) -> bool:
+        """Whether the stage runs on this problem at all."""
+        return not self.problems or any(fnmatch.fnmatchcase(problem.lower(), p.lower()) for p in self.problems)
 
 
 @dataclass(frozen=True)
@@ -481,6 +480,9 @@ def _stage(raw: Any, index: int, protocol_rule: Criterion) -> Stage:
         raise Invalid(f"{where}.inputs must be a non-empty list of pool keys, patterns or selector tables, "
                        f"got {inputs!r}")
     selectors = tuple(_selector(item, f"{where}.inputs[{i}]") for i, item in enumerate(inputs, start=1))
+    problems = raw.get("problems", [])
+    if not isinstance(problems, list) or not all(isinstance(p, str) and p for p in problems):
+        raise Invalid(f"{where}.problems must be a list of problem-label patterns, got {problems!r}")
     rule = _rule_fields(raw.get("rule", {}), f"{where}.rule")
     _check_rule(replace(protocol_rule, **rule), f"{where}.rule")
     scale = fields.number(raw.get("tolerance_scale", 1.0), f"{where}.tolerance_scale", low=0.0, open_low=True)
@@ -495,7 +497,7 @@ def _stage(raw: Any, index: int, protocol_rule: Criterion) -> Stage:
     missing = raw.get("missing_reference", "skip")
     if missing not in MISSING_REFERENCE:
         raise Invalid(f"{where}.missing_reference must be one of {', '.join(MISSING_REFERENCE)}, got {missing!r}")
-    return Stage(name, selectors, tuple(sorted(rule.items())), scale, fail, skip, missing)
+    return Stage(name, selectors, tuple(sorted(rule.items())), scale, fail, skip, missing, tuple(problems))
 
 
 def _check_partition(fail: tuple[str, ...], skip: tuple[str, ...], where: str) -> None:

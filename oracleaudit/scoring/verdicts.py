@@ -44,10 +44,6 @@ class Verdicts:
     rows: pd.DataFrame = field(repr=False)  # row, stage, state, inexact of every judged row
 
 
-
-
-
-
 def _nonfinite(f: pd.DataFrame, rows: np.ndarray, p: str) -> tuple[np.ndarray, ...]:
     """(out_nf, out_known, ref_nf, ref_known, both, both_known) on the given rows: whether the output / the
     reference holds a non-finite value, and whether the evidence decides it (an undecided value is taken to
@@ -209,10 +205,13 @@ def _tolerances(obs: Observations, oracle: Oracle, stage: Stage, rows: np.ndarra
 
 
 def _stage_inputs(obs: Observations, stage: Stage) -> np.ndarray:
-    """Per row: the stage draws the row's input."""
+    """Per row: the stage runs on the row's problem and draws the row's input."""
     f = obs.frame
     drawn = np.array([stage.draws(str(k)) for k in f["input_id"].cat.categories], dtype=bool)
-    return drawn[f["input_id"].cat.codes.to_numpy()] if len(drawn) else np.zeros(len(f), dtype=bool)
+    applies = np.array([stage.applies(str(p)) for p in f["problem"].cat.categories], dtype=bool)
+    if not len(drawn) or not len(applies):
+        return np.zeros(len(f), dtype=bool)
+    return drawn[f["input_id"].cat.codes.to_numpy()] & applies[f["problem"].cat.codes.to_numpy()]
 
 
 def _has_reference(obs: Observations) -> np.ndarray:
@@ -336,9 +335,12 @@ def _expected_trials(obs: Observations, oracle: Oracle) -> np.ndarray:
         ["problem", "input"], sort=False)["ok"].max().reset_index()
     count = np.zeros(len(f["problem"].cat.categories), dtype=np.int64)
     names = f["input_id"].cat.categories
+    problem_names = f["problem"].cat.categories
     for stage in oracle.stages:
         drawn = np.array([stage.draws(str(k)) for k in names], dtype=bool)
+        applies = np.array([stage.applies(str(p)) for p in problem_names], dtype=bool)
         take = drawn[pairs["input"].to_numpy()] if len(names) else np.zeros(len(pairs), dtype=bool)
+        take &= applies[pairs["problem"].to_numpy()] if len(problem_names) else False
         if stage.missing_reference == "skip":
             take &= pairs["ok"].to_numpy()
         count += np.bincount(pairs["problem"].to_numpy()[take], minlength=len(count))

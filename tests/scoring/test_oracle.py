@@ -154,6 +154,8 @@ BAD = [
     (dict(stage='[[stages]]\nname = "stage1"\ninputs = ["x"]'), "stages repeat a name"),
     (dict(stage='[[stages]]\ninputs = ["x"]\nrule = { allclose = false }'), r"stages\[2\]\.rule: the rule checks nothing"),
     (dict(table="[tolerance.per_problem]\nproblems = ['x']"), "per_problem must be an array of tables"),
+    (dict(stage='[[stages]]\ninputs = ["x"]\nproblems = "level1/*"'),
+     r"stages\[2\]\.problems must be a list of problem-label patterns, got 'level1/\*'"),
     (dict(stage="[[stages]\n"), "not valid TOML"),
 ]
 
@@ -191,6 +193,14 @@ def test_string_inputs_are_exact_keys_or_glob_patterns() -> None:
     oracle = Oracle.from_text(GOOD.replace('{ distribution = "official", seeds = "kernelbench" }',
                                            '"zeros/s=42/small", "sorted/*/odd"'))
     assert set(drawn(oracle)["stage1"]) == {"zeros/s=42/small", "sorted/s=0/odd", "sorted/order=descending/s=1/odd"}
+
+
+def test_a_stage_with_problems_runs_only_on_the_problems_its_patterns_match() -> None:
+    oracle = Oracle.from_text(GOOD + 'problems = ["level1/23_*", "LEVEL2/[1]_Gemm"]\n')
+    stage = oracle.stages[0]
+    assert stage.applies("level1/23_Softmax") and stage.applies("level2/1_gemm")
+    assert not stage.applies("level1/2_LeakyReLU") and not stage.applies("level2/11_Gemm")
+    assert Oracle.from_text(GOOD).stages[0].applies("anything")
 
 
 def test_hybrids_take_whole_components_and_differing_components_are_listed_in_order() -> None:

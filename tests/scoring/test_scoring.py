@@ -540,6 +540,19 @@ def test_every_catalog_oracle_scores_the_designed_store(designed, name: str) -> 
     assert result["not_drawn"] == 0
 
 
+def test_a_stage_limited_to_other_problems_judges_none_of_this_problems_mutants(designed) -> None:
+    audit, _, _ = designed
+    kernelbench = Oracle.load("kernelbench")
+    stage = replace(kernelbench.stages[0], problems=("level2/*",))
+    v = audit.verdicts(replace(kernelbench, name="kb-level2", stages=(stage,)))
+    sums = (audit.mutants["problem"] == "level1/1_Sum").to_numpy()
+    assert not v.killed[sums].any() and (v.drawn[sums] == 0).all() and v.complete[sums].all()
+    gemm = (audit.mutants["problem"] == "level2/7_Gemm_Scale").to_numpy()
+    assert (v.drawn[gemm] == audit.verdicts(kernelbench).drawn[gemm]).all()
+    assert killed(audit, replace(kernelbench, stages=(stage,)), "level2/7_Gemm_Scale") == killed(
+        audit, kernelbench, "level2/7_Gemm_Scale")
+
+
 def test_an_oracle_that_draws_nothing_from_the_store_is_an_error(designed) -> None:
     audit, _, _ = designed
     nothing = protocol("allclose = true").hybrid(Oracle.from_text(
