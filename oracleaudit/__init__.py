@@ -25,6 +25,7 @@ _EXPORTS = {
     "Oracle": "oracleaudit.scoring.oracle",
     "Audit": "oracleaudit.scoring",
     "score": "oracleaudit.scoring",
+    "minimize": "oracleaudit.minimization",
 }
 
 __all__ = ["OracleAuditError", "__version__", *_EXPORTS]

@@ -350,6 +350,106 @@ def _cell(group) -> str:
     return f"{_pct(group['detection'])} ({group['killed']}/{observed})"
 
 
+# ---- minimization (stage 4) ----------------------------------------------------------------------------
+
+
+@command
+def register_minimize(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser(
+        "minimize", help="choose at most K inputs per problem that catch the most mutants (CPU only)",
+        description="Per problem, choose at most K pool inputs and a tolerance that reject the most witnessed "
+                    "mutants with no more false alarms on the original than allowed: exactly (an integer "
+                    "program, HiGHS) and greedily (reported beside it). Validated on held-out mutants (random "
+                    "folds, leave-one-family-out, leave-one-rule-out), with the in-sample and held-out curve for "
+                    "K = 1..5 and the dominator mutants. With --out: suite.toml (an oracle file `score --oracle` "
+                    "loads), minimize.json and suite.md (a page for the benchmark's maintainers).")
+    _add_evidence_args(parser)
+    parser.add_argument("--base", default="kernelbench", metavar="NAME|FILE",
+                        help="the oracle whose comparison (reference, rule, statuses) the suite keeps "
+                             "(default: kernelbench)")
+    parser.add_argument("--budget", type=int, default=2, metavar="K", help="inputs per problem (default 2)")
+    parser.add_argument("--tolerance", default="auto", metavar="auto|base|VALUE",
+                        help="auto: per problem, the tightest value of the evidence's grid that catches the most; "
+                             "base: the base oracle's; VALUE: atol = rtol = VALUE (default auto)")
+    parser.add_argument("--max-false-alarms", type=int, default=0, metavar="N",
+                        help="false alarms allowed per problem, over every seed of the chosen inputs' groups "
+                             "(default 0)")
+    parser.add_argument("--margin", type=float, default=1.0, metavar="M",
+                        help="the original must pass at the tolerance divided by M (≥ 1; default 1): headroom for "
+                             "the original's error on other GPUs and libraries")
+    parser.add_argument("--holdout", action="append", choices=("random", "family", "rule"), metavar="MODE",
+                        help="held-out validation: random, family, rule (repeatable; default all three)")
+    parser.add_argument("--folds", type=int, default=5, metavar="F", help="random folds (default 5)")
+    parser.add_argument("--weight", default="uniform", choices=("uniform", "family"),
+                        help="mutant weights: uniform, or family (every family weighs the same)")
+    parser.add_argument("--cost", default="none", choices=("none", "runtime"),
+                        help="runtime: among the best suites, the one of least recorded runtime, with no input "
+                             "that adds no catch (default none: fewest inputs, topped up to K)")
+    parser.add_argument("--curve", type=int, default=5, metavar="N", help="the curve's largest K (default 5)")
+    parser.add_argument("--judge", action="append", metavar="NAME|FILE",
+                        help="oracles whose dominator score is reported (repeatable; default the catalog)")
+    parser.add_argument("--out", type=Path, metavar="DIR", help="write suite.toml, minimize.json and suite.md here")
+    parser.set_defaults(handler=_run_minimize)
+
+
+def _run_minimize(args: argparse.Namespace) -> int:
+    import contextlib
+
+    from oracleaudit import minimization, scoring, terminal
+    from oracleaudit.errors import OracleAuditError
+    from oracleaudit.scoring.oracle import Oracle, catalog
+    from oracleaudit.terminal import print_json
+
+    if args.curve < 1:
+        raise OracleAuditError(f"--curve must be ≥ 1, got {args.curve}")
+    base = Oracle.load(args.base)
+    judges = _oracles(args.judge or catalog())
+    evidence, mutants = _evidence_paths(args)
+    audit = scoring.Audit.load(evidence, mutants)
+    with contextlib.ExitStack() as stack:
+        bar: dict = {}
+
+        def progress(done: int, total: int) -> None:
+            if "advance" not in bar:
+                bar["advance"] = stack.enter_context(terminal.progress_bar("fitting suites (problem passes)", total,
+                                                                           enabled=not args.json))
+                bar["done"] = 0
+            bar["advance"](done - bar["done"])
+            bar["done"] = done
+
+        made = minimization.minimize(
+            audit, base, budget=args.budget, tolerance=args.tolerance, max_false_alarms=args.max_false_alarms,
+            margin=args.margin, holdouts=args.holdout or minimization.HOLDOUTS, folds_count=args.folds,
+            weight=args.weight, cost=args.cost, curve=range(1, args.curve + 1), judges=judges, progress=progress)
+    r = made.result
+    if args.out is not None:
+        made.write(args.out)
+    if args.json:
+        print_json(r)
+        return 0
+    terminal.table(f"Suites of at most {r['budget']} inputs per problem ({r['mutants']} witnessed mutants, "
+                   f"{len(r['problems'])} problems, tolerance {r['tolerance']})",
+                   ["suite", "detection", "false alarms"],
+                   [["integer program (in sample, scored)", _pct(r["in_sample_detection"]), r["suite_false_alarms"]],
+                    ["greedy (in sample)", _pct(r["greedy_detection"]), ""],
+                    *[[f"held out by {mode}", _pct(v), ""] for mode, v in r["heldout_detection"].items()],
+                    [f"{r['base']} as published", _pct(r["base_detection"]), ""]])
+    terminal.table("Detection by K", ["K", "in sample", "greedy", "held out"],
+                   [[p["budget"], _pct(p["in_sample"]), _pct(p["greedy"]), _pct(p["heldout"])] for p in r["curve"]])
+    for mode, groups in r["heldout_groups"].items():
+        if mode == "family":
+            terminal.table("Each family held out", ["family", "caught", "escaped", "detection"],
+                           [[g, t["caught"], t["escaped"], _pct(t["detection"])] for g, t in groups.items()])
+    sub = r["subsumption"]
+    print(f"dominator mutants: {sub['dominators']} (minimal set {sub['minimal_set_size']} of {sub['catchable']} "
+          f"catchable); dominator score: " + ", ".join(f"{k} {_pct(v)}" for k, v in sub["dominator_score"].items()))
+    if r.get("warning"):
+        print(f"oracleaudit: {r['warning']}", file=sys.stderr)
+    print(f"{r['runtime_s']:.1f} s" + (f"; written to {args.out} (suite.toml, minimize.json, suite.md)"
+                                       if args.out is not None else "; --out DIR writes the suite"))
+    return 0
+
+
 @command
 def register_oracles(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("oracles", help="list the oracle catalog",

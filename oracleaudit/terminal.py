@@ -10,9 +10,14 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
 
 
+def dumps_json(obj: Any) -> str:
+    """`obj` as stable, sorted JSON: the same text for the same result."""
+    return json.dumps(obj, indent=2, sort_keys=True)
+
+
 def print_json(obj: Any) -> None:
     """Print `obj` as stable, sorted JSON on stdout (the --json output mode of every command)."""
-    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+    sys.stdout.write(dumps_json(obj) + "\n")
 
 
 def _console():
