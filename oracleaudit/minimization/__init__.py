@@ -151,6 +151,8 @@ def minimize(audit: Audit, base: Oracle, budget: int = 2, tolerance: str | float
         "greedy_detection": theirs.detection, "heldout_detection": heldout, "heldout_groups": groups,
         "base_detection": base_score["detection"], "suite_false_alarms": scored["false_alarms"],
         "suite_unobserved": scored["unobserved"],
+        "objective": {"weight": weight, "ilp": _objective(relation, weights, ilp),
+                      "greedy": _objective(relation, weights, greedy)},
         "ilp_over_greedy": {"caught": mine.caught - theirs.caught,
                             "problems": sum(1 for k, a, b in zip(relation, ilp, greedy)
                                             if tally(k, a).caught > tally(k, b).caught)},
@@ -205,10 +207,15 @@ def _total(relation: list[ProblemKills], suites: list[Suite]) -> Tally:
     return total
 
 
+def _objective(relation: list[ProblemKills], weights: list[np.ndarray], suites: list[Suite]) -> float:
+    """The weight the suites catch: what the selection maximises."""
+    return round(sum(float(w[s.hits(k)].sum()) for k, w, s in zip(relation, weights, suites)), 6)
+
+
 def _problem(k: ProblemKills, ilp: Suite, greedy: Suite, allowance: int) -> dict[str, Any]:
     t = ilp.tolerance
     mine = tally(k, ilp)
-    allowed = np.zeros(len(k.inputs), dtype=bool) if t is None else k.false_alarms[t] <= allowance
+    allowed = np.zeros(len(k.inputs), dtype=bool) if t is None else k.allowed(t, allowance)
     catchable = 0 if t is None else int((k.kills[t] & allowed[None, :]).any(axis=1).sum())
     return {
         "problem": k.problem,
@@ -232,7 +239,7 @@ def _subsumption(audit: Audit, relation: list[ProblemKills], suites: list[Suite]
     for k, s in zip(relation, suites):
         if s.tolerance is None:
             continue
-        allowed = k.false_alarms[s.tolerance] <= allowance
+        allowed = k.allowed(s.tolerance, allowance)
         d = dominators(k.kills[s.tolerance][:, allowed], k.mutants)
         per_problem[k.problem] = {"minimal_set": len(d.mutants), "caught": d.caught}
         minimal += len(d.mutants)

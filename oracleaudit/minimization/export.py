@@ -97,6 +97,9 @@ def suite_markdown(result: dict[str, Any]) -> str:
         f"original kernels: {result['suite_false_alarms']}.",
         f"- The suite as an oracle file: `{result['oracle_file']}` (`oracleaudit score --oracle "
         f"{result['oracle_file']}` scores it).",
+        f"- Headroom: the original passes every chosen input at the tolerance divided by {result['margin']:g}."
+        + (" With no headroom a tolerance fits the original's error on the GPU and libraries that made the "
+           "evidence; for other machines choose again with `--margin 10`." if result["margin"] == 1 else ""),
         "",
         "| problem | add these inputs | tolerance (atol = rtol) | catches | of witnessed | pool inputs left out "
         "(false alarms) |",

@@ -9,7 +9,8 @@ atol = rtol = t for every dtype (the evidence's tolerance grid, where verdicts a
 
 An input's seed group is its pool key with the seed left out (`normal/s=3/official` belongs to
 `normal/official`): a suite that adds one seed of a group is trusted on the group's other seeds too, so its
-false alarms are counted over every seed of the group the pool holds.
+false alarms are counted over every seed of the group the pool holds. An input on which the original
+itself fails is never a candidate, whatever false alarms are allowed: it rejects everything.
 """
 
 from __future__ import annotations
@@ -46,7 +47,16 @@ class ProblemKills:
     kills: np.ndarray  # bool [tolerance, mutant, input]: the input rejects the mutant
     observed: np.ndarray  # bool [mutant, input]: the evidence holds the pair
     false_alarms: np.ndarray  # int [tolerance, input]: seeds of the input's group on which the original fails
+    fails: np.ndarray  # bool [tolerance, input]: the original fails this very input
     cost_ms: np.ndarray  # per input: the original's recorded time (0 where unknown)
+
+    def alarms(self, t: int, allowance: int) -> np.ndarray:
+        """The false alarms of each input as selection counts them at tolerance index t: an input on which
+        the original itself fails rejects a correct kernel, whatever the allowance, and is never chosen."""
+        return np.where(self.fails[t], allowance + 1, self.false_alarms[t])
+
+    def allowed(self, t: int, allowance: int) -> np.ndarray:
+        return self.alarms(t, allowance) <= allowance
 
 
 def _probe(base: Oracle, tolerance: float | None, scale: float = 1.0) -> Oracle:
@@ -97,7 +107,9 @@ def kill_relation(audit: Audit, base: Oracle, tolerances: Sequence[float | None]
         column = np.full(len(inputs), -1, dtype=np.int64)
         column[candidates] = np.arange(len(candidates))
         alarms = np.zeros((len(tolerances), len(candidates)), dtype=np.int64)
+        fails = np.zeros((len(tolerances), len(candidates)), dtype=bool)
         for k, o in enumerate(mine):
+            fails[k, column[o["input"].to_numpy()]] = o["failed"].to_numpy()
             failing = np.bincount(group_code[o["input"].to_numpy()[o["failed"].to_numpy()]], minlength=n_groups)
             alarms[k] = failing[group_code[candidates]]
         rows = np.flatnonzero((mutant_problem == p) & witnessed)
@@ -116,6 +128,6 @@ def kill_relation(audit: Audit, base: Oracle, tolerances: Sequence[float | None]
             mutants=[str(x) for x in m["mutant_id"].to_numpy()[rows]],
             families=[str(x) for x in m["family"].to_numpy()[rows]],
             rules=[str(x) for x in m["rule"].to_numpy()[rows]], kills=kills, observed=observed,
-            false_alarms=alarms,
+            false_alarms=alarms, fails=fails,
             cost_ms=np.array([float(np.nan_to_num(cost.get((label, str(inputs[i])), 0.0))) for i in candidates])))
     return result

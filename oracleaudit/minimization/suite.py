@@ -48,7 +48,7 @@ def choose(kills: ProblemKills, weights: np.ndarray, budget: int, method: str = 
     weights = np.asarray(weights, dtype=np.float64)
     best: tuple[float, int, list[int]] | None = None
     for t in range(len(kills.tolerances)):
-        alarms = kills.false_alarms[t]
+        alarms = kills.alarms(t, allowance)
         bound = upper_bound(kills.kills[t], weights, budget, alarms, allowance)
         if bound <= 0 or (best is not None and bound <= best[0]):
             continue
@@ -59,10 +59,10 @@ def choose(kills: ProblemKills, weights: np.ndarray, budget: int, method: str = 
             best = (value, t, chosen)
     if best is not None:
         return Suite(best[1], tuple(best[2]))
-    allowed = (kills.false_alarms <= allowance).sum(axis=1)
+    allowed = np.array([kills.allowed(t, allowance).sum() for t in range(len(kills.tolerances))])
     if not len(allowed) or allowed.max() == 0:
         return Suite(None, ())
     t = int(np.flatnonzero(allowed == allowed.max())[-1])
-    chosen = select(kills.kills[t], weights, budget, cost=cost, alarms=kills.false_alarms[t], allowance=allowance,
+    chosen = select(kills.kills[t], weights, budget, cost=cost, alarms=kills.alarms(t, allowance), allowance=allowance,
                     fill=not use_cost, observed=kills.observed)
     return Suite(t, tuple(chosen))

@@ -13,14 +13,15 @@ from oracleaudit.minimization.validation import folds, tally
 
 
 def relation(kills: np.ndarray, alarms: np.ndarray | None = None, families: list[str] | None = None,
-             observed: np.ndarray | None = None) -> ProblemKills:
+             observed: np.ndarray | None = None, fails: np.ndarray | None = None) -> ProblemKills:
     """A problem's relation from bool [tolerance, mutant, input] kills."""
     t, m, n = kills.shape
     return ProblemKills(
         problem="level1/1_X", tolerances=[10.0 ** -(7 - i) for i in range(t)], inputs=[f"in{i}" for i in range(n)],
         mutants=[f"m{j}" for j in range(m)], families=families or ["arithmetic"] * m, rules=[f"r{j % 3}" for j in range(m)],
         kills=kills, observed=np.ones((m, n), dtype=bool) if observed is None else observed,
-        false_alarms=np.zeros((t, n), dtype=np.int64) if alarms is None else alarms, cost_ms=np.zeros(n))
+        false_alarms=np.zeros((t, n), dtype=np.int64) if alarms is None else alarms,
+        fails=np.zeros((t, n), dtype=bool) if fails is None else fails, cost_ms=np.zeros(n))
 
 
 def test_dominators_are_the_mutants_with_minimal_sets_of_rejecting_inputs_one_per_set() -> None:
@@ -73,6 +74,17 @@ def test_the_tightest_tolerance_wins_a_tie_and_a_looser_one_wins_when_it_allows_
     assert choose(k, np.ones(2), 1) == Suite(0, (1,))  # 1e-7, input 1: both mutants
     alarms[0, 1] = 1  # now nothing is allowed at 1e-7: 1e-6 with input 0 catches both
     assert choose(k, np.ones(2), 1) == Suite(1, (0,))
+
+
+def test_an_input_the_original_fails_is_never_chosen_whatever_false_alarms_are_allowed() -> None:
+    kills = np.array([[[1, 1, 0], [1, 0, 1]]], dtype=bool)  # input 0 rejects both mutants: it rejects anything
+    alarms = np.array([[1, 1, 1]])  # inputs 0 and 1 are seeds of one group, input 2 of a group with a failure
+    fails = np.array([[True, False, False]])
+    k = relation(kills, alarms=alarms, fails=fails)
+    assert choose(k, np.ones(2), 1, allowance=5) == Suite(0, (1,))
+    assert choose(k, np.ones(2), 2, allowance=5) == Suite(0, (1, 2))
+    assert choose(k, np.ones(2), 2, allowance=1) == Suite(0, (1,))  # two groups' alarms would be 2
+    assert choose(k, np.ones(2), 1, allowance=0) == Suite(None, ())
 
 
 def test_with_nothing_to_catch_the_tolerance_that_allows_the_most_inputs_is_taken_and_filled() -> None:
