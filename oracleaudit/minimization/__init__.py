@@ -82,7 +82,7 @@ def _weights(relation: list[ProblemKills], mode: str) -> list[np.ndarray]:
 
 
 def _check(budget: int, folds_count: int, holdouts: Sequence[str], cost: str, max_false_alarms: int,
-           curve: Sequence[int]) -> None:
+           margin: float, curve: Sequence[int]) -> None:
     if budget < 1:
         raise OracleAuditError(f"--budget must be ≥ 1, got {budget}")
     if folds_count < 2:
@@ -94,6 +94,8 @@ def _check(budget: int, folds_count: int, holdouts: Sequence[str], cost: str, ma
         raise OracleAuditError(f"--cost must be one of {', '.join(COSTS)}, got {cost!r}")
     if max_false_alarms < 0:
         raise OracleAuditError(f"--max-false-alarms must be ≥ 0, got {max_false_alarms}")
+    if not margin >= 1.0 or margin == float("inf"):
+        raise OracleAuditError(f"--margin must be a number ≥ 1, got {margin}")
     if any(k < 1 for k in curve):
         raise OracleAuditError(f"curve budgets must be ≥ 1, got {list(curve)}")
 
@@ -105,9 +107,7 @@ def minimize(audit: Audit, base: Oracle, budget: int = 2, tolerance: str | float
     """Choose, validate and export a suite of at most `budget` inputs per problem (see the module docstring).
     `judges` are the oracles whose dominator score is reported; `progress(done, total)` hears of every
     problem fitted (one pass for the suites, one per holdout mode, one per point of the curve)."""
-    _check(budget, folds_count, holdouts, cost, max_false_alarms, curve)
-    if not margin >= 1.0 or margin == float("inf"):
-        raise OracleAuditError(f"--margin must be a number ≥ 1, got {margin}")
+    _check(budget, folds_count, holdouts, cost, max_false_alarms, margin, curve)
     started = time.perf_counter()
     candidates = tolerances(tolerance)
     relation = kill_relation(audit, base, candidates, margin)
@@ -139,7 +139,8 @@ def minimize(audit: Audit, base: Oracle, budget: int = 2, tolerance: str | float
              for k, s in zip(relation, ilp)]
     name = f"{base.name}-suite-k{budget}"
     text = suite_toml(base, name, f"oracleaudit minimize: at most {budget} inputs per problem on {base.name}'s "
-                                  f"comparison (tolerance {tolerance}, false alarms ≤ {max_false_alarms})", picks)
+                                  f"comparison (tolerance {tolerance}, margin {margin:g}, false alarms ≤ "
+                                  f"{max_false_alarms})", picks)
     suite = Oracle.from_text(text, source=SUITE_FILE)
     scored = audit.score(suite, top=0)
     base_score = audit.score(base, top=0)
