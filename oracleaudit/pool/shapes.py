@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import torch
 
@@ -164,21 +164,28 @@ def _candidate_subsets(names: list[str]) -> list[tuple[str, ...]]:
 def _first_valid(
     path: Path, target: Mapping[str, int], official_signature: Any, device: str
 ) -> tuple[dict[str, int] | None, str]:
+    candidates = ({name: target[name] for name in subset} for subset in _candidate_subsets(list(target)))
+    return _first_running(path, ((overrides, overrides) for overrides in candidates), official_signature, device)
+
+
+def _first_running(path: Path, candidates: Iterable[tuple[dict[str, int], dict[str, int]]], base_signature: Any,
+                   device: str) -> tuple[dict[str, int] | None, str]:
+    """The result of the first (result, overrides) candidate with which the reference runs and its inputs
+    differ from `base_signature`; else None and the first error."""
     first_error = ""
-    for subset in _candidate_subsets(list(target)):
-        overrides = {name: target[name] for name in subset}
+    for result, overrides in candidates:
         signature, error = _run_reference(path, overrides, device)
-        if error is None and signature == official_signature:
+        if error is None and signature == base_signature:
             error = "changing the constants does not change the inputs (get_inputs ignores them)"
         if error is None:
-            return overrides, ""
+            return result, ""
         if not first_error:
             first_error = f"with {_describe(overrides)}: {error}"
     return None, f"the reference fails on every tried subset of changed constants; {first_error}"
 
 
 def _describe(overrides: Mapping[str, int]) -> str:
-    return ", ".join(f"{name}={value}" for name, value in overrides.items())
+    return ", ".join(f"{n}={v}" for n, v in overrides.items()) or "the official constants"
 
 
 def _signature(obj: Any) -> Any:
@@ -333,27 +340,13 @@ class _CannotScale(Exception):
     pass
 
 
-def _describe(overrides: Mapping[str, int]) -> str:
-    return ", ".join(f"{n}={v}" for n, v in overrides.items()) or "the official constants"
-
-
 def _validated(shapes: _Shapes, target: Mapping[str, int], base: Mapping[str, int], base_signature: Any,
                subsets: bool) -> tuple[dict[str, int] | None, str]:
     """The first of `target`'s subsets (all constants first) on which the reference runs and the inputs change;
     constants outside the subset keep their `base` values."""
     tried = _candidate_subsets(list(target)) if subsets else [tuple(target)]
-    first_error = ""
-    for subset in tried:
-        values = {**base, **{n: target[n] for n in subset}}
-        overrides = shapes.changed(values)
-        signature, error = _run_reference(shapes.path, overrides, "cpu")
-        if error is None and signature == base_signature:
-            error = "changing the constants does not change the inputs (get_inputs ignores them)"
-        if error is None:
-            return values, ""
-        if not first_error:
-            first_error = f"with {_describe(overrides)}: {error}"
-    return None, f"the reference fails on every tried subset of changed constants; {first_error}"
+    values = ({**base, **{n: target[n] for n in subset}} for subset in tried)
+    return _first_running(shapes.path, ((v, shapes.changed(v)) for v in values), base_signature, "cpu")
 
 
 def resolve_shapes(problem: Problem | Path, variants: Sequence[str] = SHAPES,
