@@ -118,8 +118,8 @@ def _run_mutate(args: argparse.Namespace) -> int:
 
 @command
 def register_run(sub: argparse._SubParsersAction) -> None:
-    from oracleaudit.execution import JOB_SIZE  # light: the runner imports torch only when it runs
-    from oracleaudit.execution.supervisor import MAX_CRASHES
+    from oracleaudit.execution import JOB_SIZE, WORKERS_PER_GPU  # light: torch is imported when it runs
+    from oracleaudit.execution.supervisor import MAX_CRASHES, TIMEOUT_FLOOR_S
 
     parser = sub.add_parser(
         "run", help="run every mutant against the input pool on the GPU and record error evidence",
@@ -134,12 +134,15 @@ def register_run(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--scheduler", metavar="ADDR", help="Dask scheduler address (with --backend dask)")
     parser.add_argument("--timeout-factor", type=float, default=10.0, metavar="F",
                         help="a mutant may take F × the original's time plus a floor (default: 10)")
+    parser.add_argument("--timeout-floor", type=float, default=TIMEOUT_FLOOR_S, metavar="SECONDS",
+                        help="the floor of a mutant's deadline (default: %(default)s s); a pair past its "
+                             "deadline is recorded as Timeout and costs its worker that long")
     parser.add_argument("--per-solution", type=int, metavar="N",
                         help="run only the first N Pending mutants of each solution by id (a deterministic sample)")
-    parser.add_argument("--workers-per-gpu", type=int, default=1, metavar="K",
-                        help="at most K worker processes share each GPU, each on its own slice (default: 1; "
-                             "more keeps the GPU busy while workers do host-side work; fewer run when their "
-                             "measured memory would not fit)")
+    parser.add_argument("--workers-per-gpu", type=int, default=WORKERS_PER_GPU, metavar="K",
+                        help="at most K worker processes share each GPU, each on its own slice (default: "
+                             "%(default)s; more keep the GPU busy while workers do host-side work; fewer run "
+                             "where their measured memory would not fit)")
     parser.add_argument("--job-size", type=int, default=JOB_SIZE, metavar="N",
                         help="share a solution's variants among the workers in slices of at most N (default: "
                              "%(default)s; each slice runs the original once)")
@@ -165,7 +168,7 @@ def _run_run(args: argparse.Namespace) -> int:
 
     result = runner.run(args.mutants, args.out, pool=args.pool, gpus=args.gpus, backend=args.backend,
                         scheduler=args.scheduler, timeout_factor=args.timeout_factor,
-                        per_solution=args.per_solution, workers_per_gpu=args.workers_per_gpu,
+                        timeout_floor_s=args.timeout_floor, per_solution=args.per_solution, workers_per_gpu=args.workers_per_gpu,
                         job_size=args.job_size, evidence_engine=args.evidence_engine,
                         max_crashes=args.max_crashes, stop_after_s=args.stop_after, show_progress=not args.json)
     for line in result.errors:

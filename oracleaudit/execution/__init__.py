@@ -34,19 +34,22 @@ from oracleaudit.execution.plan import JOB_SIZE, build_root, plan_jobs, split_jo
 from oracleaudit.execution.protocol import Job
 from oracleaudit.execution.recorder import Recorder, RunResult
 from oracleaudit.execution.scheduler import Scheduler, WorkQueue, prebuild_in_order, require_gpus
-from oracleaudit.execution.supervisor import MAX_CRASHES, ORIGINAL_TIMEOUT_S, Supervisor
+from oracleaudit.execution.supervisor import MAX_CRASHES, ORIGINAL_TIMEOUT_S, TIMEOUT_FLOOR_S, Supervisor
 from oracleaudit.files import file_sha256
 from oracleaudit.mutant import MUTANTS_FILE, read_mutants
 
-__all__ = ["JOB_SIZE", "MAX_CRASHES", "ORIGINAL_TIMEOUT_S", "Recorder", "RunResult", "WorkQueue", "build_root",
-           "plan_jobs", "prebuild_in_order", "run", "split_job", "variants_to_run"]
+__all__ = ["JOB_SIZE", "MAX_CRASHES", "ORIGINAL_TIMEOUT_S", "TIMEOUT_FLOOR_S", "WORKERS_PER_GPU", "Recorder",
+           "RunResult", "WorkQueue", "build_root", "plan_jobs", "prebuild_in_order", "run", "split_job",
+           "variants_to_run"]
 
-
+# At most this many workers share a GPU by default (memory admission starts fewer where they would not fit):
+# while one worker does host-side work (Python, the evidence's transfer) the others keep the GPU busy.
+WORKERS_PER_GPU = 8
 
 
 def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = None, backend: str = "local",
-        scheduler: str | None = None, timeout_factor: float = 10.0, timeout_floor_s: float = 30.0,
-        per_solution: int | None = None, workers_per_gpu: int = 1, job_size: int = JOB_SIZE,
+        scheduler: str | None = None, timeout_factor: float = 10.0, timeout_floor_s: float = TIMEOUT_FLOOR_S,
+        per_solution: int | None = None, workers_per_gpu: int = WORKERS_PER_GPU, job_size: int = JOB_SIZE,
         evidence_engine: str = "auto", max_crashes: int = MAX_CRASHES, stop_after_s: float | None = None,
         show_progress: bool = True) -> RunResult:
     """Observe every Pending mutant (and each solution's original) on every input of the pool on the GPUs,
@@ -64,6 +67,8 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
         raise OracleAuditError(f"--per-solution must be ≥ 1, got {per_solution}")
     if timeout_factor <= 0:
         raise OracleAuditError(f"--timeout-factor must be > 0, got {timeout_factor}")
+    if timeout_floor_s <= 0:
+        raise OracleAuditError(f"--timeout-floor must be > 0, got {timeout_floor_s}")
     if workers_per_gpu < 1:
         raise OracleAuditError(f"--workers-per-gpu must be ≥ 1, got {workers_per_gpu}")
     if job_size < 1:

@@ -17,13 +17,14 @@ of its own:
   variant's own outcome.
 Inferred rows carry `inferred = True`; scoring treats them as unobserved.
 
-A fresh worker costs a process start, torch import and CUDA context (seconds), so the supervisor keeps one
-spare worker started after the first restart.
+A fresh worker is forked from a server that has torch imported (`worker_context`), and still costs a CUDA
+context and the extension's load, so the supervisor keeps one spare worker started after the first restart.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
 import time
 from collections import Counter
@@ -35,8 +36,26 @@ from oracleaudit.status import ORIGINAL, REFERENCE, Status
 
 BUILD_TIMEOUT_S = 3600.0
 ORIGINAL_TIMEOUT_S = 600.0
+# A mutant's deadline on an input is TIMEOUT_FLOOR_S + factor × the original's time on it. Hangs are loops
+# that never end (1 mutant in 100 of the bundle), and each costs its slot the whole deadline: the floor only
+# has to absorb the noise of a pair that takes milliseconds, also with other workers sharing the GPU.
+TIMEOUT_FLOOR_S = 5.0
 MAX_CRASHES = 3  # sticky crashes of one variant before its remaining inputs are inferred
 POLL_S = 0.5  # how often a waiting supervisor looks at the stop event
+WORKER_PRELOAD = ("torch", "torch.utils.cpp_extension", "numpy", "oracleaudit.execution.worker", "oracleaudit.execution.build",
+                  "oracleaudit.execution.measure")
+
+
+def worker_context():
+    """Workers are forked from a server process that has imported torch and the worker module but never
+    touched CUDA (so forking is safe): a fresh worker costs a fork and a CUDA context instead of a Python
+    start and a torch import, which is what a crash or a hang used to cost on top of the lost pair. Where
+    forkserver does not exist (not POSIX), workers are spawned."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(list(WORKER_PRELOAD))
+    return context
 
 
 class WorkerProcess:
@@ -45,9 +64,11 @@ class WorkerProcess:
     def __init__(self, gpu: int):
         from oracleaudit.execution import worker
 
-        context = multiprocessing.get_context("spawn")
+        context = worker_context()
         self.conn, child = context.Pipe()
-        self.process = context.Process(target=worker.main, args=(child, f"cuda:{gpu}"), daemon=True)
+        # The environment and folder as they are now: a fork server keeps those it started with.
+        self.process = context.Process(target=worker.main, args=(child, f"cuda:{gpu}", dict(os.environ),
+                                                                 os.getcwd()), daemon=True)
         self.process.start()
         child.close()
 
@@ -142,7 +163,7 @@ class Supervisor:
     `on_ready(total_bytes)` learns the GPU's memory from a worker's `Ready`."""
 
     def __init__(self, gpu: int, on_rows: Callable[[str, list[dict]], None], timeout_factor: float = 10.0,
-                 timeout_floor_s: float = 30.0, stop: threading.Event | None = None, max_crashes: int = MAX_CRASHES,
+                 timeout_floor_s: float = TIMEOUT_FLOOR_S, stop: threading.Event | None = None, max_crashes: int = MAX_CRASHES,
                  start: Callable[[int], Any] = WorkerProcess, on_ready: Callable[[int], None] | None = None):
         self.gpu = gpu
         self.on_rows = on_rows

@@ -58,10 +58,6 @@ def math_mode(device: str) -> dict[str, Any]:
             "ref_matmul_precision": torch.get_float32_matmul_precision(), "ref_device": device}
 
 
-
-
-
-
 def is_out_of_memory(err: BaseException) -> bool:
     import torch
 
@@ -91,8 +87,6 @@ def context_alive() -> bool:
 def entry_init(module: Any, device: str) -> list:
     init = list(module.get_init_inputs())
     return [x.to(device) if hasattr(x, "to") else x for x in init]
-
-
 
 
 def _bits(t):
@@ -162,10 +156,6 @@ class GpuEntry:
     @property
     def key(self) -> str:
         return self.entry.key
-
-
-
-
 
 
 def row(mutant_id, problem: str, entry: tuple, index, status, error_class, error_message, time_ms, repeat_equal,
@@ -553,12 +543,18 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def main(conn, gpu: str) -> None:
-    """Worker process entry point: bring CUDA up, say Ready, then take jobs from the pipe until None
-    arrives. Ctrl-C is the parent's to handle: a worker dying of it would be recorded as a mutant's crash."""
+def main(conn, gpu: str, environ: dict[str, str] | None = None, cwd: str | None = None) -> None:
+    """Worker process entry point: take the parent's `environ` and working folder (a fork server keeps
+    those it started with), bring CUDA up, say Ready, then take jobs from the pipe until None arrives.
+    Ctrl-C is the parent's to handle: a worker dying of it would be recorded as a mutant's crash."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if environ is not None:
+        os.environ.clear()
+        os.environ.update(environ)
+    if cwd is not None:
+        os.chdir(cwd)
     os.environ.setdefault("MAX_JOBS", "2")
     import torch
 
