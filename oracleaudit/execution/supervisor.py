@@ -46,16 +46,58 @@ WORKER_PRELOAD = ("torch", "torch.utils.cpp_extension", "numpy", "oracleaudit.ex
                   "oracleaudit.execution.measure")
 
 
+_CONTEXT_LOCK = threading.Lock()
+_CONTEXT: list = []  # the start method's context, once chosen
+
+
 def worker_context():
-    """Workers are forked from a server process that has imported torch and the worker module but never
-    touched CUDA (so forking is safe): a fresh worker costs a fork and a CUDA context instead of a Python
-    start and a torch import, which is what a crash or a hang used to cost on top of the lost pair. Where
-    forkserver does not exist (not POSIX), workers are spawned."""
+    """The multiprocessing context workers start from, chosen once per process.
+
+    Where it works, workers are forked from a server process that has imported torch and the worker module
+    but never touched CUDA: a fresh worker then costs a fork and a CUDA context instead of a Python start and
+    a torch import, which is what a crash or a hang used to cost on top of the lost pair. A forked child can
+    use CUDA only if nothing in the server initialised it, so a probe child first tries; where it cannot (or
+    forkserver does not exist), workers are spawned, as a one-line note says."""
+    with _CONTEXT_LOCK:
+        if not _CONTEXT:
+            _CONTEXT.append(_choose_context())
+        return _CONTEXT[0]
+
+
+def _choose_context():
+    import sys
+
+    from oracleaudit.execution import worker
+
+    spawn = multiprocessing.get_context("spawn")
     if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
+        return spawn
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(list(WORKER_PRELOAD))
-    return context
+    answer = "no answer within 120 s"
+    try:
+        parent, child = context.Pipe()
+        saved = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
+        os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # the server starts now: device queries by NVML
+        try:
+            probe = context.Process(target=worker.probe, args=(child,), daemon=True)
+            probe.start()
+        finally:
+            if saved is None:
+                os.environ.pop("PYTORCH_NVML_BASED_CUDA_CHECK", None)
+            else:
+                os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = saved
+        child.close()
+        if parent.poll(120):
+            answer = parent.recv()
+        probe.join(30)
+    except Exception as err:  # no fork server on this system
+        answer = f"{type(err).__name__}: {err}"
+    if answer is True:
+        return context
+    print(f"oracleaudit: workers are spawned, not forked (a forked worker could not use CUDA: {answer})",
+          file=sys.stderr)
+    return spawn
 
 
 class WorkerProcess:

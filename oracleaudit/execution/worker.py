@@ -543,6 +543,18 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def probe(conn) -> None:
+    """Say whether this process can use CUDA (True, or why not): a child forked from the workers' server
+    answers whether forked workers would work."""
+    try:
+        import torch
+
+        torch.zeros(1, device="cuda")
+        conn.send(True)
+    except Exception as err:
+        conn.send(f"{type(err).__name__}: {first_line(err)}")
+
+
 def main(conn, gpu: str, environ: dict[str, str] | None = None, cwd: str | None = None) -> None:
     """Worker process entry point: take the parent's `environ` and working folder (a fork server keeps
     those it started with), bring CUDA up, say Ready, then take jobs from the pipe until None arrives.

@@ -361,3 +361,10 @@ def test_recorded_evidence_is_that_of_a_fresh_model_per_input_measured_on_the_gp
                     assert math.isclose(getattr(recorded, name), getattr(direct, name), rel_tol=1e-12), name
                 checked += 1
     assert checked == 2 * 2 * len(entries)
+
+
+@pytest.mark.gpu
+def test_workers_are_forked_from_a_server_that_has_not_touched_cuda() -> None:
+    from oracleaudit.execution.supervisor import worker_context
+
+    assert worker_context().get_start_method() == "forkserver"
