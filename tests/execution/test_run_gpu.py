@@ -204,7 +204,7 @@ def test_a_run_stopped_midway_and_started_again_ends_with_the_evidence_of_an_uni
     shutil.copytree(DATA, tmp_path, dirs_exist_ok=True)
     mutants = make_mutants(tmp_path)
     command = [sys.executable, "-m", "oracleaudit", "run", "--mutants", "mutants",
-               "--out", "evidence", "--pool", "tiny_pool.toml", "--json"]
+               "--out", "evidence", "--pool", "tiny_pool.toml", "--timeout-floor", "30", "--json"]
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parents[2]),
                                                                             os.environ.get("PYTHONPATH")]))}
     log = tmp_path / "run.log"
@@ -214,7 +214,8 @@ def test_a_run_stopped_midway_and_started_again_ends_with_the_evidence_of_an_uni
     manifest = tmp_path / "evidence" / "manifest.json"
     deadline = time.monotonic() + 300
     # Kill the whole process group (runner and GPU worker) once the references and the original are committed:
-    # the hang mutant keeps the run going for its 30 s timeout floor, so this lands mid-run.
+    # the hang mutant keeps the run going for the 30 s deadline floor asked for, so this lands mid-run (with the
+    # default 5 s floor a run on the H200 could end before the signal).
     while time.monotonic() < deadline and process.poll() is None:
         if manifest.is_file() and len(json.loads(manifest.read_text())["parts"]) >= 2:
             break
