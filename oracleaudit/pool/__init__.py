@@ -16,6 +16,14 @@ How an entry makes its inputs (`PoolEntry.make_inputs`), bit-for-bit reproducibl
    else (integer tensors such as labels and indices, Python numbers) is kept, so integer inputs keep their
    valid range. Random draws are made in float32 (float64 for float64 templates) and cast to the
    template's dtype; scalings are applied in the template's dtype.
+   With the pool's `derive = "draws"`, a drawn distribution (one not based on `official`) replaces instead
+   each float tensor that get_inputs() draws with `torch.rand`/`randn`/`rand_like`/`randn_like`, as it is
+   drawn (same generator, same order), so what get_inputs() does with the draw still applies: KLDivLoss's
+   `torch.rand(...).softmax(-1)` stays a probability row under any distribution, where replacing the
+   result would feed it negative values. For a get_inputs() that only draws and returns, both derivations
+   give bitwise the same inputs; one that draws with none of those functions has its result replaced.
+   `official`-based entries (official, scaled) are get_inputs()'s own values, scaled after it returns, as
+   KernelBench-verified scales its hidden configs.
 3. The tensors are moved to the requested device.
 
 Distributions compose like strategies: `normal().scaled(1e3)`, `normal().mixed(1e3, 1e-3)`,
@@ -38,6 +46,7 @@ Pool file format (schema_version 1):
     schema_version = 1
     description = "..."          # optional
     max_elements = 16777216      # optional: scale shapes down above this many elements per input
+    derive = "draws"             # optional: "outputs" (default) or "draws" (step 2 above)
     [[entries]]
     distribution = "normal"      # a name of DISTRIBUTIONS
     seeds = [0, 1]               # a list of ints, or "kernelbench" (KernelBench's 5 trial seeds); or seed = 0
@@ -52,6 +61,7 @@ Errors name the file, the entry (1-based, in file order) and the field:
 from __future__ import annotations
 
 import contextlib
+import threading
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -90,7 +100,9 @@ from oracleaudit.tensors import to_device
 
 __all__ = [
     "BASES",
+    "DERIVATIONS",
     "DISTRIBUTIONS",
+    "DRAW_FUNCTIONS",
     "SCHEMA_VERSION",
     "SHAPES",
     "Distribution",
@@ -145,6 +157,44 @@ def _replace_floats(value: Any, dist: Distribution, generator: torch.Generator) 
     return value
 
 
+# The torch functions get_inputs() draws float tensors with, replaced while it runs under `derive = "draws"`.
+DRAW_FUNCTIONS = ("rand", "randn", "rand_like", "randn_like")
+DERIVATIONS = ("outputs", "draws")
+_DRAWING = threading.Lock()  # the replacement is of torch's module attributes: one get_inputs() at a time
+
+
+@contextlib.contextmanager
+def _drawing(dist: Distribution, generator: torch.Generator) -> Iterator[list[int]]:
+    """For the block, each float tensor that `torch.rand`/`randn`/`rand_like`/`randn_like` draws is drawn as
+    usual (so the global RNG, and every later draw such as integer labels, advances exactly as in the
+    official inputs), then replaced by `dist.draw(that tensor, generator)`. Yields a one-item list counting
+    the replaced draws."""
+    count = [0]
+    inside = [False]  # the distribution's own draws use the real functions
+
+    def replacing(real):
+        def draw(*args, **kwargs):
+            value = real(*args, **kwargs)
+            if inside[0] or not (isinstance(value, torch.Tensor) and value.is_floating_point()):
+                return value
+            count[0] += 1
+            inside[0] = True
+            try:
+                drawn = dist.draw(value.detach().cpu(), generator).to(value.device)
+            finally:
+                inside[0] = False
+            return drawn.requires_grad_(value.requires_grad)
+        return draw
+
+    with _DRAWING:
+        originals = {name: getattr(torch, name) for name in DRAW_FUNCTIONS}
+        try:
+            for name, real in originals.items():
+                setattr(torch, name, replacing(real))
+            yield count
+        finally:
+            for name, real in originals.items():
+                setattr(torch, name, real)
 
 
 @dataclass(frozen=True)
@@ -167,6 +217,9 @@ class PoolEntry:
     """The 1-based position of the pool file entry this input comes from."""
     overrides: tuple[tuple[str, int], ...] | None = None
     input_shapes: tuple[tuple[int, ...] | None, ...] | None = None
+    derive: str = "outputs"
+    """How a drawn (not official-based) distribution makes the inputs: "outputs" replaces each float tensor
+    of get_inputs()'s result; "draws" replaces each float tensor get_inputs() draws, as it is drawn."""
 
     @property
     def resolved(self) -> bool:
@@ -191,11 +244,17 @@ class PoolEntry:
                     f"pool entry {self.key}: the problem module has {name}={actual!r}, the entry needs {value} "
                     "(load it with entry.load_problem(problem))"
                 )
-        with _seeded(self.seed):
-            inputs = list(problem_module.get_inputs())
-        if not isinstance(self.dist, Official):
-            generator = torch.Generator(device="cpu").manual_seed(self.seed)
-            inputs = _replace_floats(inputs, self.dist, generator)
+        generator = torch.Generator(device="cpu").manual_seed(self.seed)
+        if self.derive == "draws" and not self.dist.official_based:
+            with _seeded(self.seed), _drawing(self.dist, generator) as drawn:
+                inputs = list(problem_module.get_inputs())
+            if not drawn[0]:  # get_inputs() draws with none of DRAW_FUNCTIONS: its floats are replaced
+                inputs = _replace_floats(inputs, self.dist, generator)
+        else:
+            with _seeded(self.seed):
+                inputs = list(problem_module.get_inputs())
+            if not isinstance(self.dist, Official):
+                inputs = _replace_floats(inputs, self.dist, generator)
         if self.input_shapes is not None and input_shapes(inputs) != self.input_shapes:
             raise OracleAuditError(
                 f"pool entry {self.key}: get_inputs() gave shapes {list(input_shapes(inputs))}, the pool recorded "
@@ -212,6 +271,7 @@ class PoolEntry:
             "seed": self.seed,
             "shape": self.shape,
             "scale": self.scale,
+            "derive": self.derive,
             "overrides": dict(self.overrides) if self.overrides is not None else None,
             "input_shapes": ([list(s) if s is not None else None for s in self.input_shapes]
                              if self.input_shapes is not None else None),
@@ -242,12 +302,6 @@ def names_a_file(name_or_path: str | Path) -> bool:
 def shipped_pools() -> list[str]:
     """The names of the shipped pools."""
     return sorted(p.stem for p in pools_dir().glob("*.toml"))
-
-
-
-
-
-
 
 
 def _seeds(raw: Mapping[str, Any], dist_name: str, where: str) -> list[int]:
@@ -381,6 +435,7 @@ class Pool:
     description: str
     max_elements: int | None
     entries: tuple[PoolEntry, ...]
+    derive: str = "outputs"
     _plans: dict[tuple[str, str], ShapePlan] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -414,7 +469,7 @@ class Pool:
     @classmethod
     def _parse(cls, text: str, path: Path | None) -> Pool:
         data = tomllib.loads(text)
-        known = ("schema_version", "name", "description", "max_elements", "entries")
+        known = ("schema_version", "name", "description", "max_elements", "derive", "entries")
         for name in data:
             if name not in known:
                 raise Invalid(f"unknown top-level field {name!r} (allowed: {', '.join(known)})")
@@ -431,6 +486,9 @@ class Pool:
         if max_elements is not None and (isinstance(max_elements, bool) or not isinstance(max_elements, int)
                                          or max_elements < 1):
             raise Invalid(f"max_elements must be an integer ≥ 1, got {max_elements!r}")
+        derive = data.get("derive", "outputs")
+        if derive not in DERIVATIONS:
+            raise Invalid(f"derive must be one of {', '.join(DERIVATIONS)}, got {derive!r}")
         raw_entries = data.get("entries")
         if not raw_entries:
             raise Invalid("no entries (add [[entries]] tables)")
@@ -440,11 +498,12 @@ class Pool:
         seen: dict[str, int] = {}
         for index, raw in enumerate(raw_entries, start=1):
             for entry in _expand(raw, index):
+                entry = replace(entry, derive=derive)
                 if entry.key in seen:
                     raise Invalid(f"entry {index}: key {entry.key!r} repeats one of entry {seen[entry.key]}")
                 seen[entry.key] = index
                 entries.append(entry)
-        return cls(name, path, description, max_elements, tuple(entries))
+        return cls(name, path, description, max_elements, tuple(entries), derive)
 
     def __len__(self) -> int:
         return len(self.entries)

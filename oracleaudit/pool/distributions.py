@@ -47,6 +47,13 @@ class Distribution:
         """The values × 1e30 (× 6e4 for float16), as autokernel's near-max stability input."""
         return NearMax(self)
 
+    @property
+    def official_based(self) -> bool:
+        """Whether the values are the problem's own inputs, transformed (official, scaled official): such
+        values are made from get_inputs()'s result, never drawn inside it."""
+        inner = getattr(self, "inner", None)
+        return inner.official_based if isinstance(inner, Distribution) else False
+
     def __repr__(self) -> str:
         return self.describe()
 
@@ -57,6 +64,10 @@ class Official(Distribution):
 
     def draw(self, template: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         return template
+
+    @property
+    def official_based(self) -> bool:
+        return True
 
     def describe(self) -> str:
         return "official()"

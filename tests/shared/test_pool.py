@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -461,3 +462,100 @@ def test_the_default_pool_gives_a_problem_48_to_64_inputs(default_pool: Pool, pr
     entries = default_pool.entries_for(problem)
     assert 48 <= len(entries) <= 64
     assert len({e.key for e in entries}) == len(entries)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# derive = "draws": distributions replace get_inputs()'s draws, so what it does with them still applies
+
+KL_DIV = bundled_root() / "level1" / "51_KLDivLoss.py"
+HINGE = bundled_root() / "level1" / "50_HingeLoss.py"
+DRAWS_ENTRIES = """
+schema_version = 1
+derive = "{derive}"
+[[entries]]
+distribution = "normal"
+seeds = [0]
+scales = [1000.0]
+[[entries]]
+distribution = "lognormal"
+seeds = [1]
+[[entries]]
+distribution = "scaled"
+seeds = [734796314]
+scales = [-1.0]
+"""
+
+
+def draws_pools() -> tuple[Pool, Pool]:
+    return (Pool.from_text(DRAWS_ENTRIES.format(derive="draws")),
+            Pool.from_text(DRAWS_ENTRIES.format(derive="outputs")))
+
+
+def test_under_draws_kl_div_inputs_stay_probability_rows_under_any_drawn_distribution() -> None:
+    draws, outputs = draws_pools()
+    for entry, replaced in zip(draws.entries_for(KL_DIV), outputs.entries_for(KL_DIV)):
+        if entry.dist.official_based:
+            continue
+        for x in inputs_of(entry, KL_DIV):
+            assert (x >= 0).all() and torch.allclose(x.sum(-1), torch.ones(x.shape[0]))
+        assert not any(torch.allclose(x.sum(-1), torch.ones(x.shape[0])) for x in inputs_of(replaced, KL_DIV)), \
+            "replacing get_inputs()'s result loses the softmax"
+
+
+def test_under_draws_hinge_targets_stay_plus_or_minus_one_and_predictions_are_drawn() -> None:
+    draws, outputs = draws_pools()
+    official = Pool.load("default").entries_for(HINGE)[0]
+    _, official_targets = inputs_of(official, HINGE)
+    entry = draws.entries_for(HINGE)[0]  # normal × 1000
+    predictions, targets = inputs_of(entry, HINGE)
+    assert set(targets.unique().tolist()) <= {-1.0, 1.0}
+    assert predictions.abs().max() > 10, "the predictions are the distribution's draws"
+    _, replaced_targets = inputs_of(outputs.entries_for(HINGE)[0], HINGE)
+    assert not set(replaced_targets.unique().tolist()) <= {-1.0, 1.0}
+
+
+def test_draws_and_outputs_give_bitwise_the_same_inputs_where_get_inputs_only_draws() -> None:
+    draws, outputs = draws_pools()
+    for problem in (SOFTMAX, CROSS_ENTROPY, MATMUL):
+        for a, b in zip(draws.entries_for(problem), outputs.entries_for(problem)):
+            assert_bitwise_equal(inputs_of(a, problem), inputs_of(b, problem))
+
+
+def test_official_based_entries_are_scaled_after_get_inputs_under_both_derivations() -> None:
+    draws, _ = draws_pools()
+    (entry,) = [e for e in draws.entries_for(KL_DIV) if e.dist.official_based]
+    official = [e for e in Pool.load("default").entries_for(KL_DIV) if e.key == "official/s=734796314/official"][0]
+    assert_bitwise_equal(inputs_of(entry, KL_DIV), [-x for x in inputs_of(official, KL_DIV)])
+
+
+def test_a_get_inputs_that_draws_otherwise_has_its_result_replaced(tmp_path: Path) -> None:
+    problem = tmp_path / "level1" / "1_Ones.py"
+    problem.parent.mkdir()
+    problem.write_text("import torch\nimport torch.nn as nn\nn_rows = 64\n\n\nclass Model(nn.Module):\n"
+                       "    def forward(self, x):\n        return x * 2\n\n\ndef get_inputs():\n"
+                       "    return [torch.empty(n_rows).uniform_(0, 1) + 0.0 * torch.ones(n_rows)]\n\n\n"
+                       "def get_init_inputs():\n    return []\n")
+    draws, outputs = draws_pools()
+    for a, b in zip(draws.entries_for(problem), outputs.entries_for(problem)):
+        assert_bitwise_equal(inputs_of(a, problem), inputs_of(b, problem))
+
+
+def test_draws_restore_torch_s_functions_also_when_get_inputs_raises(tmp_path: Path) -> None:
+    import oracleaudit.pool as pools
+
+    problem = tmp_path / "level1" / "1_Raises.py"
+    problem.parent.mkdir()
+    problem.write_text("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n"
+                       "    def forward(self, x):\n        return x\n\n\ndef get_inputs():\n"
+                       "    torch.rand(3)\n    raise ValueError('no inputs')\n\n\ndef get_init_inputs():\n    return []\n")
+    before = {name: getattr(torch, name) for name in pools.DRAW_FUNCTIONS}
+    entry = draws_pools()[0].entries[0]
+    resolved = replace(entry, overrides=(), input_shapes=None)
+    with pytest.raises(ValueError, match="no inputs"):
+        resolved.make_inputs(load_problem_module(problem, {}))
+    assert {name: getattr(torch, name) for name in pools.DRAW_FUNCTIONS} == before
+
+
+def test_derive_must_be_draws_or_outputs() -> None:
+    with pytest.raises(OracleAuditError, match="derive must be one of outputs, draws, got 'input'"):
+        Pool.from_text(DRAWS_ENTRIES.format(derive="input"))
