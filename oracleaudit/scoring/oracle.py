@@ -61,6 +61,7 @@ NAN_POLICIES = ("fails", "equal_nan", "nonfinite_in_both_passes")
 DTYPE_KEYS = ("float32", "float16", "bfloat16", "float64", "integer", "default")
 COMBINE_MODES = ("all",)
 MISSING_REFERENCE = ("skip", "fail")
+NONFINITE_REFERENCE = ("judge", "skip")
 
 COMPONENTS = ("inputs", "tolerance", "reference", "rules")
 """The parts of a protocol that patch attribution swaps between two oracles: `inputs` (the stages: their
@@ -71,7 +72,8 @@ _TOP = ("schema_version", "name", "description", "source", "reference", "toleran
         "stages", "combine")
 _RULE_FIELDS = ("allclose", "nan", "nonfinite_output_fails", "min_fraction_within", "min_cosine", "max_rel_l1",
                 "max_rmse", "all_zero_fails", "bitwise_repeat")
-_STAGE_FIELDS = ("name", "inputs", "problems", "rule", "tolerance_scale", "statuses", "missing_reference")
+_STAGE_FIELDS = ("name", "inputs", "problems", "rule", "tolerance_scale", "statuses", "missing_reference",
+                 "nonfinite_reference")
 _SELECTOR_FIELDS = ("distribution", "seeds", "seed", "variants", "variant", "scales", "scale", "params")
 
 
@@ -203,6 +205,7 @@ class Stage:
     skip_statuses: tuple[str, ...] | None = None
     missing_reference: str = "skip"
     problems: tuple[str, ...] = ()  # glob patterns on the problem label (any case); empty: every problem
+    nonfinite_reference: str = "judge"  # "skip": leave out inputs on which the problem's reference has NaN/Inf
 
     def draws(self, key: str) -> bool:
         return any(s.matches(key) for s in self.inputs)
@@ -497,7 +500,12 @@ def _stage(raw: Any, index: int, protocol_rule: Criterion) -> Stage:
     missing = raw.get("missing_reference", "skip")
     if missing not in MISSING_REFERENCE:
         raise Invalid(f"{where}.missing_reference must be one of {', '.join(MISSING_REFERENCE)}, got {missing!r}")
-    return Stage(name, selectors, tuple(sorted(rule.items())), scale, fail, skip, missing, tuple(problems))
+    nonfinite = raw.get("nonfinite_reference", "judge")
+    if nonfinite not in NONFINITE_REFERENCE:
+        raise Invalid(f"{where}.nonfinite_reference must be one of {', '.join(NONFINITE_REFERENCE)}, "
+                      f"got {nonfinite!r}")
+    return Stage(name, selectors, tuple(sorted(rule.items())), scale, fail, skip, missing, tuple(problems),
+                 nonfinite)
 
 
 def _check_partition(fail: tuple[str, ...], skip: tuple[str, ...], where: str) -> None:

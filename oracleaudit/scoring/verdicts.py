@@ -224,6 +224,19 @@ def _has_reference(obs: Observations) -> np.ndarray:
     return has[trial]
 
 
+def _finite_reference(obs: Observations, p: str) -> np.ndarray:
+    """Per row: no output of its (problem, input) has a reference (the one behind the `p` evidence) known
+    to hold NaN or Inf (`ref_nonfinite`; unknown counts as finite, so the trial is judged)."""
+    f = obs.frame
+    trial = f["trial"].to_numpy()
+    if not len(trial):
+        return np.ones(0, dtype=bool)
+    nonfinite = f[p + "ref_nonfinite"].to_numpy() == 1
+    bad = np.zeros(trial.max() + 1, dtype=bool)
+    bad[trial[nonfinite]] = True
+    return ~bad[trial]
+
+
 def judge_rows(obs: Observations, oracle: Oracle, rows: np.ndarray, prefix: str | None = None) -> pd.DataFrame:
     """The state (PASS, SKIP, FAIL) of each given row under each stage that draws its input: a frame with
     row, stage (index), state, inexact. `prefix` overrides the reference's evidence columns."""
@@ -240,6 +253,8 @@ def judge_rows(obs: Observations, oracle: Oracle, rows: np.ndarray, prefix: str 
         if not has_ref.all():
             if stage.missing_reference == "skip":
                 mask &= has_ref
+        if stage.nonfinite_reference == "skip":
+            mask &= _finite_reference(obs, p)
         sel = np.flatnonzero(mask)
         if not len(sel):
             continue
@@ -331,8 +346,9 @@ def _expected_trials(obs: Observations, oracle: Oracle) -> np.ndarray:
     problems = f["problem"].cat.codes.to_numpy()[is_ref]
     inputs = f["input_id"].cat.codes.to_numpy()[is_ref]
     ok = (f["status"] == Status.OK).to_numpy()[is_ref]
-    pairs = pd.DataFrame({"problem": problems, "input": inputs, "ok": ok}).groupby(
-        ["problem", "input"], sort=False)["ok"].max().reset_index()
+    finite = _finite_reference(obs, "fp64_" if oracle.reference.precision == "fp64" else "fp32_")[is_ref]
+    pairs = pd.DataFrame({"problem": problems, "input": inputs, "ok": ok, "finite": finite}).groupby(
+        ["problem", "input"], sort=False).agg(ok=("ok", "max"), finite=("finite", "min")).reset_index()
     count = np.zeros(len(f["problem"].cat.categories), dtype=np.int64)
     names = f["input_id"].cat.categories
     problem_names = f["problem"].cat.categories
@@ -343,5 +359,7 @@ def _expected_trials(obs: Observations, oracle: Oracle) -> np.ndarray:
         take &= applies[pairs["problem"].to_numpy()] if len(problem_names) else False
         if stage.missing_reference == "skip":
             take &= pairs["ok"].to_numpy()
+        if stage.nonfinite_reference == "skip":
+            take &= pairs["finite"].to_numpy()
         count += np.bincount(pairs["problem"].to_numpy()[take], minlength=len(count))
     return count

@@ -691,3 +691,25 @@ def test_a_kill_on_an_observed_input_stands_whatever_is_unobserved(holes) -> Non
                      "observed": (True, True)}
     result = audit.score(robust)
     assert result["unobserved"] == 0 and result["detection"] == 1.0
+
+
+def test_an_input_on_which_the_reference_is_nan_is_left_out_where_the_stage_says_so(tmp_path: Path) -> None:
+    """KernelBench-verified left a hidden config out of a problem's file when its reference gave NaN/Inf
+    (KLDivLoss loses ×(−1)): a log-sum problem, NaN on the negated config, is then no false alarm, and the
+    config is neither drawn nor expected; judged instead, the NaN fails the original."""
+    s = Synthetic(tmp_path)
+    keys = OFFICIAL + HIDDEN
+    s.problem("level1/3_LogSum", keys=keys, reference32=lambda x, r64: torch.log(x).sum(-1),
+              original=lambda x, r64, key: torch.log(x).sum(-1),
+              faults={"log_off": ("arithmetic", "arith.add_to_sub", lambda c: {"out": c.original * 1.01})})
+    audit = Audit.load(*s.build())
+    verified = Oracle.load("kernelbench-verified")
+    assert verified.stages[1].nonfinite_reference == "skip"
+    judged = replace(verified, name="judged", stages=(verified.stages[0],
+                                                      replace(verified.stages[1], nonfinite_reference="judge")))
+    skipping = audit.score(verified)
+    assert skipping["false_alarms"] == 0
+    assert audit.score(judged)["false_alarm_problems"] == ["level1/3_LogSum"]
+    assert killed(audit, verified, "level1/3_LogSum") == {"log_off"}
+    v = audit.verdicts(verified)
+    assert v.complete.all(), "the left-out config is not expected either"
