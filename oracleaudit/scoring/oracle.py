@@ -70,7 +70,7 @@ inputs and their own overrides), `tolerance` (the tolerance tables), `reference`
 
 _TOP = ("schema_version", "name", "description", "source", "reference", "tolerance", "rule", "statuses",
         "stages", "combine")
-_RULE_FIELDS = ("allclose", "nan", "nonfinite_output_fails", "min_fraction_within", "min_cosine", "max_rel_l1",
+_RULE_FIELDS = ("allclose", "nan", "nonfinite_output_fails", "nonfinite_reference_fails", "min_fraction_within", "min_cosine", "max_rel_l1",
                 "max_rmse", "all_zero_fails", "bitwise_repeat")
 _STAGE_FIELDS = ("name", "inputs", "problems", "rule", "tolerance_scale", "statuses", "missing_reference",
                  "nonfinite_reference")
@@ -184,6 +184,7 @@ class Criterion:
     allclose: bool = True
     nan: str = "fails"
     nonfinite_output_fails: bool = False
+    nonfinite_reference_fails: bool = False  # any NaN/Inf in the reference fails the output too
     min_fraction_within: float | None = None
     min_cosine: float | None = None
     max_rel_l1: float | None = None
@@ -402,7 +403,8 @@ def _rule_fields(raw: Any, where: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, value in raw.items():
         at = f"{where}.{name}"
-        if name in ("allclose", "nonfinite_output_fails", "all_zero_fails", "bitwise_repeat"):
+        if name in ("allclose", "nonfinite_output_fails", "nonfinite_reference_fails", "all_zero_fails",
+                    "bitwise_repeat"):
             out[name] = fields.boolean(value, at)
         elif name == "nan":
             if value not in NAN_POLICIES:

@@ -170,9 +170,11 @@ def _judge(obs: Observations, rows: np.ndarray, p: str, rule: Criterion, atol: n
             fails = np.where(out_nf, ~ref_nf, fails)  # both non-finite: pass; only the output: fail
         if rule.nonfinite_output_fails:
             fails |= out_nf
+        if rule.nonfinite_reference_fails:
+            fails |= ref_nf
         return ~comparable | fails | repeat
 
-    if rule.nan == "nonfinite_in_both_passes" or rule.nonfinite_output_fails:
+    if rule.nan == "nonfinite_in_both_passes" or rule.nonfinite_output_fails or rule.nonfinite_reference_fails:
         out_nf, out_known, ref_nf, ref_known, _, _ = _nonfinite(f, rows, p)
         fails = outcome(out_nf, ref_nf)
         for o, r in ((True, True), (True, False), (False, True), (False, False)):

@@ -273,6 +273,8 @@ def raw_rule(oracle: Oracle, out: torch.Tensor, ref: torch.Tensor) -> bool:
     out_nf, ref_nf = bool((~torch.isfinite(out)).any()), bool((~torch.isfinite(ref)).any())
     if rule.nonfinite_output_fails and out_nf:
         return False
+    if rule.nonfinite_reference_fails and ref_nf:
+        return False
     if rule.nan == "nonfinite_in_both_passes":
         if out_nf and ref_nf:
             return True
@@ -348,7 +350,7 @@ def exactness_audit(rng: np.random.Generator, cases: int) -> tuple[Audit, list[t
     "allclose = true", "allclose = true\nnan = \"equal_nan\"", "allclose = true\nnonfinite_output_fails = true",
     "allclose = true\nnan = \"nonfinite_in_both_passes\"", "allclose = false\nmin_fraction_within = 0.9",
     "allclose = false\nmin_cosine = 0.999", "allclose = false\nmax_rel_l1 = 0.001", "allclose = false\nmax_rmse = 0.01",
-    "allclose = false\nall_zero_fails = true",
+    "allclose = false\nall_zero_fails = true", "allclose = true\nnonfinite_reference_fails = true",
 ])
 def test_the_verdict_from_evidence_equals_the_rule_run_on_the_raw_outputs(rule: str) -> None:
     audit, pairs = exactness_audit(np.random.default_rng(zlib.crc32(rule.encode())), 240)
@@ -713,3 +715,37 @@ def test_an_input_on_which_the_reference_is_nan_is_left_out_where_the_stage_says
     assert killed(audit, verified, "level1/3_LogSum") == {"log_off"}
     v = audit.verdicts(verified)
     assert v.complete.all(), "the left-out config is not expected either"
+
+
+def sol_execbench_passes(out: torch.Tensor, ref: torch.Tensor) -> bool:
+    """SOL-ExecBench's decision for one output, written from NVIDIA/SOL-ExecBench @8d2237d,
+    src/sol_execbench/core/bench/correctness.py lines 53-73, 75-86 and 101-139 with the ToleranceSpec
+    defaults (workload.py lines 87-96: atol = rtol = 1e-2, matched ratio 0.99, no error cap, no -inf
+    allowance); a shape mismatch fails before it."""
+    if out.shape != ref.shape:
+        return False
+    x, y = out.to(torch.float32), ref.to(torch.float32)
+    if not torch.isfinite(x).all() or not torch.isfinite(y).all():
+        return False
+    if torch.linalg.vector_norm(y) > 0 and torch.linalg.vector_norm(x) == 0:
+        return False
+    error = (x - y).abs()
+    if error.numel() == 0:
+        return True
+    exceeds = (error > 1e-2 + 1e-2 * y.abs()) | ~torch.isfinite(error)
+    return 1.0 - float(exceeds.sum()) / error.numel() >= 0.99
+
+
+def test_sol_execbench_s_verdict_from_evidence_equals_its_checker_run_on_the_raw_outputs() -> None:
+    audit, pairs = exactness_audit(np.random.default_rng(8), 400)
+    oracle = Oracle.load("sol-execbench")
+    oracle = replace(oracle, stages=(replace(oracle.stages[0], inputs=protocol("allclose = true").stages[0].inputs),))
+    verdicts = audit.verdicts(oracle)
+    inexact = set(verdicts.rows.loc[verdicts.rows["inexact"].to_numpy(), "row"])
+    unit_rows = dict(zip(audit.obs.frame["kernel"], audit.obs.frame.index))
+    judged = [(out, ref, rejected) for (out, ref), unit, rejected in zip(pairs, audit.mutants["kernel"], verdicts.killed)
+              if unit_rows[unit] not in inexact]
+    wrong = [(out, ref) for out, ref, rejected in judged if rejected == sol_execbench_passes(out, ref)]
+    assert len(judged) > 350 and not wrong, f"{len(wrong)} verdicts differ, e.g. {wrong[:1]}"
+    nan_in_both = [rejected for out, ref, rejected in judged if bool(torch.isnan(ref).any()) and out.shape == ref.shape]
+    assert nan_in_both and all(nan_in_both), "a NaN in the reference fails, also where the output matches it"
