@@ -58,6 +58,7 @@ MATH_MODES = {
 torch.backends.cudnn.allow_tf32) the evidence records on every row."""
 
 NAN_POLICIES = ("fails", "equal_nan", "nonfinite_in_both_passes")
+RTOL_SCALES = ("reference", "output")
 DTYPE_KEYS = ("float32", "float16", "bfloat16", "float64", "integer", "default")
 COMBINE_MODES = ("all",)
 MISSING_REFERENCE = ("skip", "fail")
@@ -70,7 +71,7 @@ inputs and their own overrides), `tolerance` (the tolerance tables), `reference`
 
 _TOP = ("schema_version", "name", "description", "source", "reference", "tolerance", "rule", "statuses",
         "stages", "combine")
-_RULE_FIELDS = ("allclose", "nan", "nonfinite_output_fails", "nonfinite_reference_fails", "min_fraction_within", "min_cosine", "max_rel_l1",
+_RULE_FIELDS = ("allclose", "rtol_scales", "nan", "nonfinite_output_fails", "nonfinite_reference_fails", "min_fraction_within", "min_cosine", "max_rel_l1",
                 "max_rmse", "all_zero_fails", "bitwise_repeat")
 _STAGE_FIELDS = ("name", "inputs", "problems", "rule", "tolerance_scale", "statuses", "missing_reference",
                  "nonfinite_reference")
@@ -182,6 +183,7 @@ class Criterion:
     """The comparison of one output with the reference (all parts that are set must pass)."""
 
     allclose: bool = True
+    rtol_scales: str = "reference"  # |out − ref| ≤ atol + rtol·|ref|, or rtol·|out| (torch.allclose(ref, out))
     nan: str = "fails"
     nonfinite_output_fails: bool = False
     nonfinite_reference_fails: bool = False  # any NaN/Inf in the reference fails the output too
@@ -406,6 +408,10 @@ def _rule_fields(raw: Any, where: str) -> dict[str, Any]:
         if name in ("allclose", "nonfinite_output_fails", "nonfinite_reference_fails", "all_zero_fails",
                     "bitwise_repeat"):
             out[name] = fields.boolean(value, at)
+        elif name == "rtol_scales":
+            if value not in RTOL_SCALES:
+                raise Invalid(f"{at} must be one of {', '.join(RTOL_SCALES)}, got {value!r}")
+            out[name] = value
         elif name == "nan":
             if value not in NAN_POLICIES:
                 raise Invalid(f"{at} must be one of {', '.join(NAN_POLICIES)}, got {value!r}")

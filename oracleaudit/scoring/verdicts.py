@@ -126,6 +126,31 @@ def _metric_ok(value: np.ndarray, l2_diff: np.ndarray, passes) -> np.ndarray:
     return np.where(defined, ok, identical)
 
 
+SCALING_MARGIN = 1e-6  # relative: far above the rounding of torch.isclose's few float32 operations
+
+
+def _allclose_scaled_by_output(obs: Observations, rows: np.ndarray, p: str, atol: np.ndarray, rtol: np.ndarray,
+                               equal_nan: bool) -> tuple[np.ndarray, np.ndarray]:
+    """torch.allclose(ref, out, atol, rtol, equal_nan), rtol scaling |out|, from evidence that holds |ref|.
+
+    For an element with error d and |ref| = r, |out| lies in [r − d, r + d], so d ≤ atol + rtol·|out| holds
+    surely when d·(1 + rtol) ≤ atol + rtol·r and fails surely when d·(1 − rtol) > atol + rtol·r: both are
+    allclose checks scaled by the reference, with tolerances divided by (1 ± rtol) and a margin for rounding.
+    A row between the two takes the reference-scaled verdict and is marked inexact."""
+    low = 1.0 - SCALING_MARGIN
+    surely, exact_surely = _allclose(obs, rows, p, atol / (1 + rtol) * low, rtol / (1 + rtol) * low, equal_nan)
+    by_ref, _ = _allclose(obs, rows, p, atol, rtol, equal_nan)
+    bounded = rtol < 1  # above, no finite bound on |out| relative to d fails an element surely
+    high = 1.0 + SCALING_MARGIN
+    safe = np.where(bounded, 1 - rtol, 1.0)
+    maybe, exact_maybe = _allclose(obs, rows, p, np.where(bounded, atol / safe * high, atol),
+                                   np.where(bounded, rtol / safe * high, rtol), equal_nan)
+    maybe |= ~bounded
+    result = np.where(surely, True, np.where(maybe, by_ref, False))
+    exact = np.where(surely, exact_surely, np.where(maybe, False, exact_maybe))
+    return result, exact
+
+
 def _judge(obs: Observations, rows: np.ndarray, p: str, rule: Criterion, atol: np.ndarray, rtol: np.ndarray,
            grid_t: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray]:
     """The rule's verdict on Ok rows: (fails, inexact). A rule that asks whether the output or the reference
@@ -138,7 +163,8 @@ def _judge(obs: Observations, rows: np.ndarray, p: str, rule: Criterion, atol: n
     compare = np.zeros(len(rows), dtype=bool)  # fails of the element-wise comparison
     index = np.flatnonzero(comparable)
     if rule.allclose:
-        ok, exact = _allclose(obs, rows[index], p, atol[index], rtol[index], rule.nan == "equal_nan")
+        allclose = _allclose if rule.rtol_scales == "reference" else _allclose_scaled_by_output
+        ok, exact = allclose(obs, rows[index], p, atol[index], rtol[index], rule.nan == "equal_nan")
         compare[index[~ok]] = True
         inexact[index[~exact]] = True
     if rule.min_fraction_within is not None:

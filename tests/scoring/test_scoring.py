@@ -280,7 +280,9 @@ def raw_rule(oracle: Oracle, out: torch.Tensor, ref: torch.Tensor) -> bool:
             return True
         if out_nf:
             return False
-    if rule.allclose and not torch.allclose(out, ref, rtol=tol.rtol, atol=tol.atol, equal_nan=rule.nan == "equal_nan"):
+    first, second = (ref, out) if rule.rtol_scales == "output" else (out, ref)  # rtol scales |second|
+    if rule.allclose and not torch.allclose(first, second, rtol=tol.rtol, atol=tol.atol,
+                                            equal_nan=rule.nan == "equal_nan"):
         return False
     if rule.min_fraction_within is not None:
         t = tol.atol
@@ -327,6 +329,10 @@ def exactness_audit(rng: np.random.Generator, cases: int) -> tuple[Audit, list[t
     """One problem per random pair: its reference row, an original equal to the reference, and the pair's
     output as the one mutant."""
     pairs = [random_pair(rng) for _ in range(cases)]
+    return audit_of_pairs(pairs), pairs
+
+
+def audit_of_pairs(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> Audit:
     rows, mutants = [], []
     for i, (out, ref) in enumerate(pairs):
         base = dict(problem=f"p{i:04d}", input_id="normal/s=0/official", input_seed=0, shape_variant="official",
@@ -343,7 +349,7 @@ def exactness_audit(rng: np.random.Generator, cases: int) -> tuple[Audit, list[t
                               start_col=1, end_line=1, end_col=2, original="+", replacement="-", scope="device",
                               function=None))
     obs = Observations(pa.Table.from_pylist(rows, schema=OBSERVATION_SCHEMA))
-    return Audit.from_parts(obs, mutants), pairs
+    return Audit.from_parts(obs, mutants)
 
 
 @pytest.mark.parametrize("rule", [
@@ -351,6 +357,7 @@ def exactness_audit(rng: np.random.Generator, cases: int) -> tuple[Audit, list[t
     "allclose = true\nnan = \"nonfinite_in_both_passes\"", "allclose = false\nmin_fraction_within = 0.9",
     "allclose = false\nmin_cosine = 0.999", "allclose = false\nmax_rel_l1 = 0.001", "allclose = false\nmax_rmse = 0.01",
     "allclose = false\nall_zero_fails = true", "allclose = true\nnonfinite_reference_fails = true",
+    "allclose = true\nrtol_scales = \"output\"",
 ])
 def test_the_verdict_from_evidence_equals_the_rule_run_on_the_raw_outputs(rule: str) -> None:
     audit, pairs = exactness_audit(np.random.default_rng(zlib.crc32(rule.encode())), 240)
@@ -363,8 +370,12 @@ def test_the_verdict_from_evidence_equals_the_rule_run_on_the_raw_outputs(rule: 
         for (out, ref), unit, rejected in zip(pairs, audit.mutants["kernel"], verdicts.killed):
             if unit_rows[unit] in inexact:
                 # the one thing the counts cannot tell: where the reference is ±Inf and the output is not
-                # the same Inf, whether the output is finite or the opposite Inf
-                assert bool((torch.isinf(ref) & (out != ref)).any())
+                # the same Inf, whether the output is finite or the opposite Inf; and, with rtol scaling the
+                # output, an error within a factor 1 ± rtol of the bound
+                finite = torch.isfinite(out) & torch.isfinite(ref) if out.shape == ref.shape else None
+                band = finite is not None and bool(((out - ref).abs()[finite] >= (t + t * ref.abs()[finite]) / (1 + t)
+                                                    * (1 - 1e-6)).any())
+                assert bool((torch.isinf(ref) & (out != ref)).any()) or ("rtol_scales" in rule and band)
                 continue
             if rejected == raw_rule(oracle, out, ref):
                 wrong.append((out, ref))
@@ -749,3 +760,16 @@ def test_sol_execbench_s_verdict_from_evidence_equals_its_checker_run_on_the_raw
     assert len(judged) > 350 and not wrong, f"{len(wrong)} verdicts differ, e.g. {wrong[:1]}"
     nan_in_both = [rejected for out, ref, rejected in judged if bool(torch.isnan(ref).any()) and out.shape == ref.shape]
     assert nan_in_both and all(nan_in_both), "a NaN in the reference fails, also where the output matches it"
+
+
+def test_with_rtol_scaling_the_output_an_error_near_the_bound_is_inexact_and_the_rest_exact() -> None:
+    """|out − ref| ≤ atol + rtol·|out| (torch.allclose(ref, out), KernelBench's order) from evidence holding
+    |ref|: 0.21 against 1 at atol = rtol = 0.1 fails by the reference (bound 0.2) but passes by the output
+    (bound 0.221): undecidable, so inexact; far errors and exact copies are decided."""
+    ref = torch.ones(4)
+    pairs = [(ref * 1.21, ref.clone()), (ref * 2.0, ref.clone()), (ref * 1.05, ref.clone()), (ref.clone(), ref.clone())]
+    audit = audit_of_pairs(pairs)
+    for scales, inexact in (("output", 1), ("reference", 0)):
+        verdicts = audit.verdicts(protocol(f"allclose = true\nrtol_scales = \"{scales}\"", 0.1))
+        assert verdicts.inexact == inexact
+        assert list(verdicts.killed) == [True, True, False, False]
