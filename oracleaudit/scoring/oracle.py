@@ -71,8 +71,9 @@ inputs and their own overrides), `tolerance` (the tolerance tables), `reference`
 
 _TOP = ("schema_version", "name", "description", "source", "reference", "tolerance", "rule", "statuses",
         "stages", "combine")
-_RULE_FIELDS = ("allclose", "rtol_scales", "nan", "nonfinite_output_fails", "nonfinite_reference_fails", "min_fraction_within", "min_cosine", "max_rel_l1",
-                "max_rmse", "all_zero_fails", "bitwise_repeat")
+_RULE_FIELDS = ("allclose", "rtol_scales", "nan", "nonfinite_output_fails", "nonfinite_reference_fails",
+                "min_fraction_within", "min_cosine", "max_rel_l1", "max_rmse", "all_zero_fails", "bitwise_repeat",
+                "repeat_allclose")
 _STAGE_FIELDS = ("name", "inputs", "problems", "rule", "tolerance_scale", "statuses", "missing_reference",
                  "nonfinite_reference")
 _SELECTOR_FIELDS = ("distribution", "seeds", "seed", "variants", "variant", "scales", "scale", "params")
@@ -193,6 +194,7 @@ class Criterion:
     max_rmse: float | None = None
     all_zero_fails: bool = False
     bitwise_repeat: bool = False
+    repeat_allclose: bool = False  # the second run must pass the comparison too (known only as bitwise equal)
 
 
 @dataclass(frozen=True)
@@ -406,7 +408,7 @@ def _rule_fields(raw: Any, where: str) -> dict[str, Any]:
     for name, value in raw.items():
         at = f"{where}.{name}"
         if name in ("allclose", "nonfinite_output_fails", "nonfinite_reference_fails", "all_zero_fails",
-                    "bitwise_repeat"):
+                    "bitwise_repeat", "repeat_allclose"):
             out[name] = fields.boolean(value, at)
         elif name == "rtol_scales":
             if value not in RTOL_SCALES:

@@ -209,6 +209,10 @@ def _judge(obs: Observations, rows: np.ndarray, p: str, rule: Criterion, atol: n
             inexact |= comparable & (outcome(o_v, r_v) != fails)
     else:
         fails = outcome(np.zeros(len(rows), bool), np.zeros(len(rows), bool))
+    if rule.repeat_allclose:
+        # The second run is known only as bitwise equal to the first or not: equal, it gets the first's
+        # verdict; different, a pass of the first says nothing sure of the second (taken to pass, inexact).
+        inexact |= get("repeat_bitwise_equal_false") & ~fails
     return fails, inexact & comparable
 
 

@@ -83,7 +83,7 @@ def test_sol_execbench_counts_elements_within_tolerance_and_fails_nonfinite_and_
 
 def test_robust_kbench_uses_a_tf32_off_reference_and_the_repeat_check() -> None:
     robust = Oracle.load("robust-kbench")
-    assert robust.reference.math_mode == "no_tf32" and robust.rule.bitwise_repeat
+    assert robust.reference.math_mode == "no_tf32" and robust.rule.repeat_allclose
     assert drawn(robust)["batch-settings"] == ["normal/s=0/batch", "normal/s=1/batch"]
 
 

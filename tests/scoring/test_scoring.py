@@ -414,11 +414,25 @@ def test_verified_hidden_configs_catch_a_fault_that_needs_negative_inputs(design
     assert "negatives" not in killed(audit, "kernelbench")
 
 
-def test_repeat_rules_kill_the_non_deterministic_mutant(designed) -> None:
+def test_a_bitwise_repeat_rule_kills_the_non_deterministic_mutant(designed) -> None:
     audit, _, _ = designed
-    assert "nondeterministic" in killed(audit, "robust-kbench")
     assert "nondeterministic" in killed(audit, "autokernel")
     assert "nondeterministic" not in killed(audit, "kernelbench")
+
+
+def test_robust_kbench_judges_the_second_run_like_the_first_inexactly_where_the_runs_differ(designed) -> None:
+    """robust-kbench compares each kernel run with the reference (correct1, correct2); the second run is
+    known only as bitwise equal to the first or not: a mutant whose runs differ but whose first run passes
+    is not killed, and its verdict is inexact; asked for bitwise equal runs instead, it is killed."""
+    audit, _, _ = designed
+    robust = Oracle.load("robust-kbench")
+    assert robust.rule.repeat_allclose and not robust.rule.bitwise_repeat
+    assert "nondeterministic" not in killed(audit, robust)
+    verdicts = audit.verdicts(robust)
+    rows = verdicts.rows.loc[verdicts.rows["inexact"].to_numpy(), "row"]
+    assert set(audit.obs.frame.loc[rows, "mutant_id"]) == {"nondeterministic"}
+    bitwise = replace(robust, name="bitwise", rule=replace(robust.rule, repeat_allclose=False, bitwise_repeat=True))
+    assert "nondeterministic" in killed(audit, bitwise)
 
 
 def test_only_oracles_that_draw_odd_shapes_kill_the_odd_shape_fault(designed) -> None:
