@@ -228,14 +228,17 @@ def unrefereeable(audit: Audit, oracle: Oracle) -> dict[str, Any]:
         nonfinite = sum(f[c].to_numpy(dtype=np.float64, na_value=0.0)[rows]
                         for c in ("fp64_n_nan_out", "fp64_n_nan_ref", "fp64_n_nan_both", "fp64_n_inf_mismatch",
                                   "fp64_n_overflow"))
+        scale = np.array([stage.tolerance_scale for stage in oracle.stages])[failed["stage"].to_numpy()]
         frame = pd.DataFrame({"problem": f["problem"].to_numpy(dtype=object)[rows],
                               "input": f["input_id"].to_numpy(dtype=object)[rows],
-                              "error": f["fp64_error"].to_numpy()[rows], "nonfinite": nonfinite > 0})
+                              "error": f["fp64_error"].to_numpy()[rows], "nonfinite": nonfinite > 0,
+                              "scale": scale})
         for problem, part in frame.groupby("problem", sort=True):
             tol = oracle.tolerance.lookup(problem, "float32")
             problems.append({"problem": problem, "inputs": sorted(part["input"].unique().tolist()),
                              "max_error": float(np.nanmax(part["error"])) if part["error"].notna().any() else None,
-                             "tolerance": tol.atol,
+                             # the tolerance the failing trials were judged at (their stage's scale applied)
+                             "tolerance": float(tol.atol * part["scale"].min()),
                              "cause": "non-finite values" if part["nonfinite"].any() else "error above tolerance"})
     drawn = judged.groupby(f["problem"].to_numpy(dtype=object)[judged["row"].to_numpy()]).size()
     return {"oracle": oracle.name, "problems": problems, "problems_checked": int(len(drawn))}

@@ -533,6 +533,17 @@ def test_unrefereeable_finds_the_problem_whose_fp32_reference_fails_its_own_tole
     assert unrefereeable(audit, Oracle.load("kernelbench-v0.1"))["problems"] == []
 
 
+def test_unrefereeable_reports_the_tolerance_the_failing_stage_judged_at(designed) -> None:
+    """A stage that scales the tolerance ×3 judges the reference's 5e-4 error against 3e-4: the table says
+    3e-4, not the protocol's 1e-4."""
+    audit, _, _ = designed
+    kernelbench = Oracle.load("kernelbench")
+    scaled = replace(kernelbench, name="scaled", stages=tuple(replace(s, tolerance_scale=3.0) for s in kernelbench.stages))
+    (problem,) = unrefereeable(audit, scaled)["problems"]
+    assert problem["problem"] == "level3/9_Attention" and problem["tolerance"] == pytest.approx(3e-4)
+    assert unrefereeable(audit, kernelbench)["problems"][0]["tolerance"] == pytest.approx(1e-4)
+
+
 def test_attribution_splits_the_v01_to_verified_gain_by_exact_shapley_values(designed) -> None:
     audit, _, _ = designed
     before, after = Oracle.load("kernelbench-v0.1"), Oracle.load("kernelbench-verified")
