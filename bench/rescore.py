@@ -197,7 +197,7 @@ def main() -> int:
         print(f"load: {audit.obs.num_rows} observations, {len(audit.mutants)} mutants, "
               f"{int(audit.witness['witnessed'].sum())} witnessed: {load_s:.2f} s (read, columns, witness)")
         times = {}
-        for name in ("kernelbench", "kernelbench-verified", "sol-execbench", "autokernel", "fp64-fuzz"):
+        for name in ("kernelbench", "kernelbench-verified", "sol-execbench", "autokernel-ops", "fp64-fuzz"):
             oracle = Oracle.load(name)
             started = time.perf_counter()
             result = audit.score(oracle)

@@ -13,7 +13,7 @@ from oracleaudit.kernelbench import official_seeds
 from oracleaudit.pool import Pool
 from oracleaudit.scoring.oracle import COMPONENTS, Oracle, catalog, catalog_dir
 
-CATALOG = ["autokernel", "fp64-fuzz", "kernelbench", "kernelbench-v0.1", "kernelbench-verified", "kernelbench-x",
+CATALOG = ["autokernel", "autokernel-ops", "fp64-fuzz", "kernelbench", "kernelbench-v0.1", "kernelbench-verified", "kernelbench-x",
            "robust-kbench", "sol-execbench"]
 POOL_KEYS = Pool.load("default").keys()
 
@@ -62,8 +62,8 @@ def test_verified_adds_four_hidden_scaled_configs_that_skip_a_missing_reference(
     assert verified.tolerance.lookup("p", "float32").atol == 1e-3
 
 
-def test_autokernel_relaxes_its_stability_stage_ten_times_and_lets_nonfinite_in_both_pass() -> None:
-    ak = Oracle.load("autokernel")
+def test_autokernel_ops_relaxes_its_stability_stage_ten_times_and_lets_nonfinite_in_both_pass() -> None:
+    ak = Oracle.load("autokernel-ops")
     stability = next(s for s in ak.stages if s.name == "numerical_stability")
     assert stability.tolerance_scale == 10
     assert ak.stage_rule(stability).nan == "nonfinite_in_both_passes"
@@ -215,7 +215,7 @@ def test_hybrids_take_whole_components_and_differing_components_are_listed_in_or
 
 
 def test_with_tolerance_sets_every_dtype_and_drops_per_problem_overrides() -> None:
-    ak = Oracle.load("autokernel").with_tolerance(1e-3)
+    ak = Oracle.load("autokernel-ops").with_tolerance(1e-3)
     assert ak.tolerance.lookup("level1/23_Softmax", "float32").atol == 1e-3
     assert ak.tolerance.lookup("p", "bfloat16").rtol == 1e-3
 

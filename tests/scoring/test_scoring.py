@@ -416,7 +416,7 @@ def test_verified_hidden_configs_catch_a_fault_that_needs_negative_inputs(design
 
 def test_a_bitwise_repeat_rule_kills_the_non_deterministic_mutant(designed) -> None:
     audit, _, _ = designed
-    assert "nondeterministic" in killed(audit, "autokernel")
+    assert "nondeterministic" in killed(audit, "autokernel-ops")
     assert "nondeterministic" not in killed(audit, "kernelbench")
 
 
@@ -438,7 +438,7 @@ def test_robust_kbench_judges_the_second_run_like_the_first_inexactly_where_the_
 def test_only_oracles_that_draw_odd_shapes_kill_the_odd_shape_fault(designed) -> None:
     audit, _, _ = designed
     drawing_odd = {name for name in catalog() if "odd_only" in killed(audit, name)}
-    assert drawing_odd == {"autokernel", "fp64-fuzz"}
+    assert drawing_odd == {"autokernel-ops", "fp64-fuzz"}
 
 
 def test_every_fault_is_witnessed_and_the_equivalent_mutant_is_not(designed) -> None:

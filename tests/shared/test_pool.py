@@ -428,7 +428,7 @@ ORACLE_NEEDS = {
                                             for x in ("1", "3", "0.01", "-1")],
     "robust-kbench normal trials and batch sizes": [f"normal/s={s}/official" for s in range(5)]
     + ["normal/s=0/batch", "normal/s=1/batch", "official/s=42/batch"],
-    "autokernel randn seed 42, stability stage, odd sizes": [
+    "autokernel-ops randn seed 42, stability stage, odd sizes": [
         "randn_seed42/s=42/official", "near_max/s=42/official", "randn_seed42/x=1e-06/s=42/official",
         "mixed_range/s=42/official", "zeros/s=42/official", "constant/value=0.5/s=42/official",
         "randn_seed42/s=42/odd", "randn_seed42/s=42/small",
