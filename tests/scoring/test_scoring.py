@@ -798,3 +798,57 @@ def test_with_rtol_scaling_the_output_an_error_near_the_bound_is_inexact_and_the
         verdicts = audit.verdicts(protocol(f"allclose = true\nrtol_scales = \"{scales}\"", 0.1))
         assert verdicts.inexact == inexact
         assert list(verdicts.killed) == [True, True, False, False]
+
+
+# Each checker's decision on one (kernel output, reference output) pair, written from its cited source lines
+# (the oracle files cite them), independently of oracleaudit's evidence and rule code.
+def kernelbench_passes(out: torch.Tensor, ref: torch.Tensor, t: float = 1e-4) -> bool:
+    """KernelBench @423217d src/kernelbench/eval.py 777-806: shape check, torch.allclose(output, output_new)."""
+    return out.shape == ref.shape and torch.allclose(ref, out, atol=t, rtol=t)
+
+
+def autokernel_passes(out: torch.Tensor, ref: torch.Tensor) -> bool:
+    """AutoKernel @7843582 kernelbench/bench_kb.py 168-219 (_compare): shape, float32, NaN positions equal
+    then masked, torch.allclose(out, expected, 1e-2, 1e-2)."""
+    if out.shape != ref.shape:
+        return False
+    o, e = out.float(), ref.float()
+    o_nan, e_nan = torch.isnan(o), torch.isnan(e)
+    if o_nan.any() or e_nan.any():
+        if not torch.equal(o_nan, e_nan):
+            return False
+        if not (~o_nan).any():
+            return True
+        o, e = o[~o_nan], e[~o_nan]
+    return torch.allclose(o, e, atol=1e-2, rtol=1e-2)
+
+
+def kernelbench_x_passes(out: torch.Tensor, ref: torch.Tensor) -> bool:
+    """KernelBenchX @fd41922 EVAL/1_exe_acc.py 132-158: shape and dtype, then assert_close(llm, gold,
+    1e-5, 1e-5, equal_nan=True) for float32."""
+    if out.shape != ref.shape or out.dtype != ref.dtype:
+        return False
+    try:
+        torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5, equal_nan=True)
+    except AssertionError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("name, passes", [("kernelbench", kernelbench_passes), ("autokernel", autokernel_passes),
+                                          ("kernelbench-x", kernelbench_x_passes),
+                                          ("sol-execbench", sol_execbench_passes)])
+def test_each_checker_s_decision_on_raw_tensors_is_the_verdict_from_evidence(name: str, passes) -> None:
+    """Random and adversarial pairs (noise of every size, NaN/Inf on either side, shape mismatches, zeros,
+    near-tolerance scalings): the oracle's verdict from the evidence equals the checker's own decision on
+    the tensors, wherever the evidence decides it (inexact verdicts are counted, and few)."""
+    audit, pairs = exactness_audit(np.random.default_rng(zlib.crc32(name.encode())), 400)
+    oracle = Oracle.load(name)
+    oracle = replace(oracle, stages=(replace(oracle.stages[0], inputs=protocol("allclose = true").stages[0].inputs),))
+    verdicts = audit.verdicts(oracle)
+    inexact = set(verdicts.rows.loc[verdicts.rows["inexact"].to_numpy(), "row"])
+    unit_rows = dict(zip(audit.obs.frame["kernel"], audit.obs.frame.index))
+    judged = [(out, ref, rejected) for (out, ref), unit, rejected in zip(pairs, audit.mutants["kernel"], verdicts.killed)
+              if unit_rows[unit] not in inexact]
+    wrong = [(out, ref) for out, ref, rejected in judged if rejected == passes(out, ref)]
+    assert len(judged) >= 380 and not wrong, f"{len(wrong)} of {len(judged)} verdicts differ, e.g. {wrong[:1]}"
