@@ -64,7 +64,8 @@ def main() -> None:
         units.append((solution, len(extension.variants), extension.cpp_source, extension.name))
     locks = Path(tempfile.mkdtemp())
     if not precompiled_binding_header(None, None, locks):
-        sys.exit("binding_pch.py: error: torch's header cannot be precompiled here (no g++, or its folder is read-only)")
+        sys.exit("binding_pch.py: error: torch's header cannot be precompiled here (no g++, or its folder is "
+                 "read-only)")
     print(f"{'solution':<40} {'variants':>8} {'plain s':>8} {'header s':>9} {'pch s':>8} {'ratio':>6}")
     rows = []
     for solution, variants, source, name in units:

@@ -42,8 +42,8 @@ ORIGINAL_TIMEOUT_S = 600.0
 TIMEOUT_FLOOR_S = 5.0
 MAX_CRASHES = 3  # sticky crashes of one variant before its remaining inputs are inferred
 POLL_S = 0.5  # how often a waiting supervisor looks at the stop event
-WORKER_PRELOAD = ("torch", "torch.utils.cpp_extension", "numpy", "oracleaudit.execution.worker", "oracleaudit.execution.build",
-                  "oracleaudit.execution.measure")
+WORKER_PRELOAD = ("torch", "torch.utils.cpp_extension", "numpy", "oracleaudit.execution.worker",
+                  "oracleaudit.execution.build", "oracleaudit.execution.measure")
 
 
 _CONTEXT_LOCK = threading.Lock()
@@ -205,7 +205,8 @@ class Supervisor:
     `on_ready(total_bytes)` learns the GPU's memory from a worker's `Ready`."""
 
     def __init__(self, gpu: int, on_rows: Callable[[str, list[dict]], None], timeout_factor: float = 10.0,
-                 timeout_floor_s: float = TIMEOUT_FLOOR_S, stop: threading.Event | None = None, max_crashes: int = MAX_CRASHES,
+                 timeout_floor_s: float = TIMEOUT_FLOOR_S, stop: threading.Event | None = None,
+                 max_crashes: int = MAX_CRASHES,
                  start: Callable[[int], Any] = WorkerProcess, on_ready: Callable[[int], None] | None = None):
         self.gpu = gpu
         self.on_rows = on_rows

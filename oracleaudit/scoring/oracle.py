@@ -401,6 +401,12 @@ def _tolerances(raw: Any) -> Tolerances:
     return Tolerances(by_dtype, tuple(per_problem))
 
 
+def _one_of(value: Any, choices: tuple[str, ...], at: str) -> str:
+    if value not in choices:
+        raise Invalid(f"{at} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
 def _rule_fields(raw: Any, where: str) -> dict[str, Any]:
     raw = fields.table(raw, where)
     fields.known(raw, _RULE_FIELDS, where)
@@ -410,14 +416,8 @@ def _rule_fields(raw: Any, where: str) -> dict[str, Any]:
         if name in ("allclose", "nonfinite_output_fails", "nonfinite_reference_fails", "all_zero_fails",
                     "bitwise_repeat", "repeat_allclose"):
             out[name] = fields.boolean(value, at)
-        elif name == "rtol_scales":
-            if value not in RTOL_SCALES:
-                raise Invalid(f"{at} must be one of {', '.join(RTOL_SCALES)}, got {value!r}")
-            out[name] = value
-        elif name == "nan":
-            if value not in NAN_POLICIES:
-                raise Invalid(f"{at} must be one of {', '.join(NAN_POLICIES)}, got {value!r}")
-            out[name] = value
+        elif name in ("rtol_scales", "nan"):
+            out[name] = _one_of(value, RTOL_SCALES if name == "rtol_scales" else NAN_POLICIES, at)
         elif name in ("min_fraction_within", "min_cosine"):
             out[name] = fields.number(value, at, low=-1.0 if name == "min_cosine" else 0.0, high=1.0)
         else:
@@ -507,13 +507,8 @@ def _stage(raw: Any, index: int, protocol_rule: Criterion) -> Stage:
         skip = _statuses(statuses["skip"], f"{where}.statuses.skip") if "skip" in statuses else None
         if fail is not None and skip is not None:
             _check_partition(fail, skip, f"{where}.statuses")
-    missing = raw.get("missing_reference", "skip")
-    if missing not in MISSING_REFERENCE:
-        raise Invalid(f"{where}.missing_reference must be one of {', '.join(MISSING_REFERENCE)}, got {missing!r}")
-    nonfinite = raw.get("nonfinite_reference", "judge")
-    if nonfinite not in NONFINITE_REFERENCE:
-        raise Invalid(f"{where}.nonfinite_reference must be one of {', '.join(NONFINITE_REFERENCE)}, "
-                      f"got {nonfinite!r}")
+    missing = _one_of(raw.get("missing_reference", "skip"), MISSING_REFERENCE, f"{where}.missing_reference")
+    nonfinite = _one_of(raw.get("nonfinite_reference", "judge"), NONFINITE_REFERENCE, f"{where}.nonfinite_reference")
     return Stage(name, selectors, tuple(sorted(rule.items())), scale, fail, skip, missing, tuple(problems),
                  nonfinite)
 

@@ -844,7 +844,8 @@ def test_each_checker_s_decision_on_raw_tensors_is_the_verdict_from_evidence(nam
     verdicts = audit.verdicts(on_every_input(name))
     inexact = set(verdicts.rows.loc[verdicts.rows["inexact"].to_numpy(), "row"])
     unit_rows = dict(zip(audit.obs.frame["kernel"], audit.obs.frame.index))
-    judged = [(out, ref, rejected) for (out, ref), unit, rejected in zip(pairs, audit.mutants["kernel"], verdicts.killed)
+    judged = [(out, ref, rejected)
+              for (out, ref), unit, rejected in zip(pairs, audit.mutants["kernel"], verdicts.killed)
               if unit_rows[unit] not in inexact]
     wrong = [(out, ref) for out, ref, rejected in judged if rejected == passes(out, ref)]
     assert len(judged) >= 380 and not wrong, f"{len(wrong)} of {len(judged)} verdicts differ, e.g. {wrong[:1]}"
