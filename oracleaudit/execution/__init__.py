@@ -39,12 +39,35 @@ from oracleaudit.files import file_sha256
 from oracleaudit.mutant import MUTANTS_FILE, read_mutants
 
 __all__ = ["JOB_SIZE", "MAX_CRASHES", "ORIGINAL_TIMEOUT_S", "TIMEOUT_FLOOR_S", "WORKERS_PER_GPU", "Recorder",
-           "RunResult", "WorkQueue", "build_root", "plan_jobs", "prebuild_in_order", "run", "split_job",
+           "RunResult", "WorkQueue", "build_root", "open_store", "plan_jobs", "prebuild_in_order", "run", "split_job",
            "variants_to_run"]
 
 # At most this many workers share a GPU by default (memory admission starts fewer where they would not fit):
 # while one worker does host-side work (Python, the evidence's transfer) the others keep the GPU busy.
 WORKERS_PER_GPU = 8
+
+
+def open_store(out: Path, pool: str, mutants_file: Path):
+    """The run's evidence store at `out`, created or resumed.
+
+    Mutant ids hash the problem, file, rule, span and replacement, and every job checks its solution's
+    sha256, so another mutants.jsonl of the same sources (e.g. mutate run again) may continue a store; the
+    pool may not: a store resumes only under the same pool name and, where it records one, the same
+    `pool_sha256` (`Pool.digest`: a pool file whose inputs changed, e.g. its derivation, would otherwise
+    mix two kinds of rows under the same keys; stores made before the digest was recorded are held to the
+    name). `mutants_sha256` records the mutants file of the run that created the store."""
+    from oracleaudit.pool import Pool
+    from oracleaudit.store import RUN_IDENTITY, EvidenceStore
+
+    digest = Pool.load(pool).digest()
+    store = EvidenceStore(out).open_or_create({"pool": pool, "pool_sha256": digest,
+                                               "mutants_sha256": file_sha256(mutants_file)}, identity=RUN_IDENTITY)
+    recorded = store.meta.get("pool_sha256")
+    if recorded is not None and recorded != digest:
+        raise OracleAuditError(f"{store.manifest_path}: made with other inputs of pool {pool!r} (pool_sha256 "
+                               f"{recorded[:12]}, the pool now gives {digest[:12]}); continue it with that pool "
+                               "file, or run into a new store")
+    return store
 
 
 def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = None, backend: str = "local",
@@ -59,7 +82,6 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
     slice before its other inputs are inferred (0: no limit). `stop_after_s`: stop starting pairs after that
     many seconds, as Ctrl-C does (the pairs in flight are dropped), and return what was recorded."""
     from oracleaudit.execution.measure import ENGINES
-    from oracleaudit.store import RUN_IDENTITY, EvidenceStore
     from oracleaudit.terminal import progress_bar
 
     started = time.perf_counter()
@@ -86,11 +108,7 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
     if backend == "local":
         require_gpus(gpus)
     mutants = read_mutants(mutants_dir)
-    # Mutant ids hash the problem, file, rule, span and replacement, and every job checks its solution's
-    # sha256, so another mutants.jsonl of the same sources (e.g. mutate run again) may continue a store; the
-    # pool may not. `mutants_sha256` records the mutants file of the run that created the store.
-    store = EvidenceStore(out).open_or_create({"pool": pool, "mutants_sha256": file_sha256(mutants_dir / MUTANTS_FILE if mutants_dir.is_dir() else mutants_dir)},
-                                              identity=RUN_IDENTITY)
+    store = open_store(out, pool, mutants_dir / MUTANTS_FILE if mutants_dir.is_dir() else mutants_dir)
     jobs, errors, recorded = plan_jobs(mutants, pool, build_root(), store.done_keys(), per_solution)
     jobs = [replace(job, evidence_engine=evidence_engine) for job in jobs]
     result = RunResult(solutions=len(jobs), errors=errors, skipped=recorded)

@@ -505,6 +505,16 @@ class Pool:
                 entries.append(entry)
         return cls(name, path, description, max_elements, tuple(entries), derive)
 
+    def digest(self) -> str:
+        """The sha256 of what makes the pool's inputs (entries, derivation, max_elements; not its name,
+        description or comments): two pools with one digest give every problem the same inputs."""
+        import hashlib
+        import json
+
+        content = {"derive": self.derive, "max_elements": self.max_elements,
+                   "entries": [entry.as_json() for entry in self.entries]}
+        return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
     def __len__(self) -> int:
         return len(self.entries)
 

@@ -249,3 +249,23 @@ def test_a_commit_that_fails_in_the_recorder_s_thread_stops_the_next_call() -> N
             record("original", [pair_row("original", "a")])
             time.sleep(0.2)
             record("m1", [pair_row("m1", "a")])
+
+
+def test_a_store_resumes_only_under_a_pool_that_gives_the_same_inputs(workdir: Path) -> None:
+    """The store records the pool's digest: a comment edited in the pool file resumes it; a pool whose
+    inputs changed (here its derivation) is refused in one line; a store made before the digest was
+    recorded is held to the pool's name alone."""
+    from oracleaudit.pool import Pool
+    from oracleaudit.store import EvidenceStore
+
+    pool = workdir / "tiny_pool.toml"
+    mutants = workdir / "mutants" / "mutants.jsonl"
+    store = runner.open_store(workdir / "evidence", str(pool), mutants)
+    assert store.meta["pool_sha256"] == Pool.load(pool).digest()
+    pool.write_text("# a comment\n" + pool.read_text())
+    runner.open_store(workdir / "evidence", str(pool), mutants)
+    pool.write_text(pool.read_text().replace("schema_version = 1", 'schema_version = 1\nderive = "draws"'))
+    with pytest.raises(OracleAuditError, match=r"manifest.json: made with other inputs of pool .* new store"):
+        runner.open_store(workdir / "evidence", str(pool), mutants)
+    EvidenceStore(workdir / "old").create({"pool": str(pool), "mutants_sha256": "0" * 64})
+    assert "pool_sha256" not in runner.open_store(workdir / "old", str(pool), mutants).meta
