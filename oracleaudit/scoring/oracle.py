@@ -62,6 +62,7 @@ RTOL_SCALES = ("reference", "output")
 DTYPE_KEYS = ("float32", "float16", "bfloat16", "float64", "integer", "default")
 COMBINE_MODES = ("all",)
 MISSING_REFERENCE = ("skip", "fail")
+TIMEOUT_SCOPES = ("run", "evaluation")  # timeout_s bounds one kernel run, or the sum of the protocol's runs
 NONFINITE_REFERENCE = ("judge", "skip")
 
 COMPONENTS = ("inputs", "tolerance", "reference", "rules")
@@ -243,6 +244,7 @@ class Oracle:
     combine: str = "all"
     source: str = ""
     path: Path | None = field(default=None, compare=False)
+    timeout_scope: str = "run"
 
     # ---- effective settings of a stage --------------------------------------------------------------------
 
@@ -278,7 +280,7 @@ class Oracle:
             changes["reference"] = other.reference
         if "rules" in taken:
             changes.update(rule=other.rule, fail_statuses=other.fail_statuses, skip_statuses=other.skip_statuses,
-                           timeout_s=other.timeout_s)
+                           timeout_s=other.timeout_s, timeout_scope=other.timeout_scope)
         label = name or f"{self.name}+{'+'.join(c for c in COMPONENTS if c in taken) or 'nothing'}"
         return replace(self, name=label, **changes)
 
@@ -550,12 +552,9 @@ def _parse(data: dict[str, Any], path: Path | None, default_name: str | None) ->
 
     reference_raw = fields.table(data.get("reference", {}), "reference")
     fields.known(reference_raw, ("precision", "math_mode"), "reference")
-    precision = reference_raw.get("precision", "fp32")
-    if precision not in PRECISIONS:
-        raise Invalid(f"reference.precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    mode = reference_raw.get("math_mode", "fp64" if precision == "fp64" else "default")
-    if mode not in MATH_MODES:
-        raise Invalid(f"reference.math_mode must be one of {', '.join(MATH_MODES)}, got {mode!r}")
+    precision = _one_of(reference_raw.get("precision", "fp32"), PRECISIONS, "reference.precision")
+    mode = _one_of(reference_raw.get("math_mode", "fp64" if precision == "fp64" else "default"), tuple(MATH_MODES),
+                   "reference.math_mode")
     if (precision == "fp64") != (mode == "fp64"):
         raise Invalid(f"reference.math_mode {mode!r} does not fit precision {precision!r} "
                        "(the fp64 reference has math_mode \"fp64\"; an fp32 one default, no_tf32 or tf32)")
@@ -566,7 +565,7 @@ def _parse(data: dict[str, Any], path: Path | None, default_name: str | None) ->
     rule = Criterion(**_rule_fields(data.get("rule", {}), "rule"))
 
     statuses = fields.table(data.get("statuses", {}), "statuses")
-    fields.known(statuses, ("fail", "skip", "timeout_s"), "statuses")
+    fields.known(statuses, ("fail", "skip", "timeout_s", "timeout_scope"), "statuses")
     skip = _statuses(statuses.get("skip", []), "statuses.skip")
     fail = _statuses(statuses["fail"], "statuses.fail") if "fail" in statuses else tuple(
         s for s in FAILURES if s not in skip)
@@ -574,6 +573,7 @@ def _parse(data: dict[str, Any], path: Path | None, default_name: str | None) ->
     timeout = statuses.get("timeout_s")
     if timeout is not None:
         timeout = fields.number(timeout, "statuses.timeout_s", low=0.0, open_low=True)
+    scope = _one_of(statuses.get("timeout_scope", "run"), TIMEOUT_SCOPES, "statuses.timeout_scope")
 
     stages_raw = data.get("stages")
     if not isinstance(stages_raw, list) or not stages_raw:
@@ -582,9 +582,7 @@ def _parse(data: dict[str, Any], path: Path | None, default_name: str | None) ->
     names = [s.name for s in stages]
     if len(set(names)) != len(names):
         raise Invalid(f"stages repeat a name: {names!r}")
-    combine = data.get("combine", "all")
-    if combine not in COMBINE_MODES:
-        raise Invalid(f"combine must be one of {', '.join(COMBINE_MODES)}, got {combine!r}")
+    combine = _one_of(data.get("combine", "all"), COMBINE_MODES, "combine")
 
     uses_fraction = rule.min_fraction_within is not None or any(
         dict(s.rule).get("min_fraction_within") is not None for s in stages)
@@ -595,4 +593,4 @@ def _parse(data: dict[str, Any], path: Path | None, default_name: str | None) ->
                                f"atol {tol.atol:g} ≠ rtol {tol.rtol:g}")
     return Oracle(name=name, description=description.strip(), reference=Reference(precision, mode),
                   tolerance=tolerance, rule=rule, fail_statuses=fail, skip_statuses=skip, timeout_s=timeout,
-                  stages=stages, combine=combine, source=source, path=path)
+                  stages=stages, combine=combine, source=source, path=path, timeout_scope=scope)

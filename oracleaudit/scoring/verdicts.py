@@ -314,7 +314,17 @@ def judge_rows(obs: Observations, oracle: Oracle, rows: np.ndarray, prefix: str 
     if not parts:
         return pd.DataFrame({"row": np.zeros(0, np.int64), "stage": np.zeros(0, np.int64),
                              "state": np.zeros(0, np.int8), "inexact": np.zeros(0, bool)})
-    return pd.concat(parts, ignore_index=True)
+    judged = pd.concat(parts, ignore_index=True)
+    if oracle.timeout_s is not None and oracle.timeout_scope == "evaluation":
+        # The limit bounds the whole evaluation: the kernel's runs over every trial (their sum is a lower
+        # bound of it: compilation and setup are not in the evidence); past it, no trial of the kernel passes.
+        judged_rows = judged["row"].to_numpy()
+        kernel = f["kernel"].to_numpy()[judged_rows]
+        spent = np.nan_to_num(f["time_ms"].to_numpy(dtype=np.float64)[judged_rows])
+        codes, inverse = np.unique(kernel, return_inverse=True)
+        over = np.bincount(inverse, weights=spent, minlength=len(codes)) > oracle.timeout_s * 1000.0
+        judged.loc[over[inverse], "state"] = FAIL
+    return judged
 
 
 def verdicts(obs: Observations, mutants: pd.DataFrame, oracle: Oracle) -> Verdicts:

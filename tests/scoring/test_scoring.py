@@ -849,3 +849,17 @@ def test_each_checker_s_decision_on_raw_tensors_is_the_verdict_from_evidence(nam
               if unit_rows[unit] not in inexact]
     wrong = [(out, ref) for out, ref, rejected in judged if rejected == passes(out, ref)]
     assert len(judged) >= 380 and not wrong, f"{len(wrong)} of {len(judged)} verdicts differ, e.g. {wrong[:1]}"
+
+
+def test_an_evaluation_wide_time_limit_adds_up_the_kernel_s_runs(tmp_path: Path) -> None:
+    """KernelBench's 180 s bound a kernel's whole evaluation: five trials of 40 s each pass a per-run limit
+    but exceed the evaluation's; 30 s each stay within both."""
+    s = Synthetic(tmp_path)
+    s.problem("level1/4_Slow", keys=OFFICIAL,
+              faults={"slow_40s": ("loop", "loop.bound_plus_one", lambda c: {"out": c.original, "time_ms": 40_000.0}),
+                      "slow_30s": ("loop", "loop.bound_minus_one", lambda c: {"out": c.original, "time_ms": 30_000.0})})
+    audit = Audit.load(*s.build())
+    kernelbench = Oracle.load("kernelbench")
+    assert kernelbench.timeout_scope == "evaluation"
+    assert killed(audit, kernelbench, "level1/4_Slow") == {"slow_40s"}
+    assert killed(audit, replace(kernelbench, timeout_scope="run"), "level1/4_Slow") == set()
