@@ -508,6 +508,12 @@ def _run_analyze(args: argparse.Namespace) -> int:
     if len(oracles) != wanted:
         raise OracleAuditError(f"{args.analysis} needs {'two --oracle flags (before, after)' if wanted == 2 else 'one --oracle'}, "
                                f"got {len(oracles)}")
+    if args.tolerance:
+        if args.analysis not in ("tolerance-curve", "ceiling"):
+            raise OracleAuditError(f"--tolerance applies to tolerance-curve and ceiling, not {args.analysis}")
+        bad = [t for t in args.tolerance if not 0 <= t < float("inf")]
+        if bad:
+            raise OracleAuditError(f"--tolerance must be a finite number ≥ 0, got {bad[0]:g}")
     evidence, mutants = _evidence_paths(args)
     audit = scoring.Audit.load(evidence, mutants)
     oracle = oracles[0]

@@ -665,6 +665,21 @@ def test_attribution_analysis_takes_two_oracles(designed, capsys) -> None:
                  str(mutants)]) == 2
 
 
+@pytest.mark.parametrize("analysis, tolerance, message", [
+    ("ceiling", "-1", "--tolerance must be a finite number ≥ 0, got -1"),
+    ("tolerance-curve", "nan", "--tolerance must be a finite number ≥ 0, got nan"),
+    ("blind-band", "0.01", "--tolerance applies to tolerance-curve and ceiling, not blind-band"),
+    ("scale", "0.01", "--tolerance applies to tolerance-curve and ceiling, not scale"),
+])
+def test_a_tolerance_an_analysis_cannot_use_is_refused_in_one_line(designed, capsys, analysis: str, tolerance: str,
+                                                                      message: str) -> None:
+    _, evidence, mutants = designed
+    code = main(["analyze", analysis, "--oracle", "kernelbench", "--tolerance", tolerance, "--evidence", str(evidence),
+                 "--mutants", str(mutants)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip().splitlines() == [f"oracleaudit: error: {message}"]
+
+
 def test_oracles_lists_the_catalog_one_line_each(capsys) -> None:
     code, out = run_cli(capsys, "oracles")
     assert code == 0
