@@ -40,7 +40,7 @@ def reference_key(problem_sha256: str, entry: Any, mode: dict[str, Any]) -> str:
         "input_shapes": [list(s) if s is not None else None for s in entry.input_shapes or ()],
         "mode": mode, "torch": torch.__version__, "cuda": torch.version.cuda,
     }
-    if getattr(entry, "derive", "outputs") != "outputs":  # keys made before the option stay valid
+    if entry.derive != "outputs":  # keys made before the option stay valid
         identity["derive"] = entry.derive
     return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:32]
 

@@ -61,6 +61,8 @@ Errors name the file, the entry (1-based, in file order) and the field:
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import threading
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -508,9 +510,6 @@ class Pool:
     def digest(self) -> str:
         """The sha256 of what makes the pool's inputs (entries, derivation, max_elements; not its name,
         description or comments): two pools with one digest give every problem the same inputs."""
-        import hashlib
-        import json
-
         content = {"derive": self.derive, "max_elements": self.max_elements,
                    "entries": [entry.as_json() for entry in self.entries]}
         return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
