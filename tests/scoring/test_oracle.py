@@ -157,6 +157,13 @@ BAD = [
     (dict(stage='[[stages]]\ninputs = ["x"]\nproblems = "level1/*"'),
      r"stages\[2\]\.problems must be a list of problem-label patterns, got 'level1/\*'"),
     (dict(stage="[[stages]\n"), "not valid TOML"),
+    (dict(table='[rule]\nrtol_scales = "kernel"'), r"rule\.rtol_scales must be one of reference, output, got 'kernel'"),
+    (dict(table='[rule]\nrepeat_allclose = 1'), r"rule\.repeat_allclose must be true or false"),
+    (dict(table='[rule]\nnonfinite_reference_fails = "no"'), r"rule\.nonfinite_reference_fails must be true or false"),
+    (dict(table='[statuses]\ntimeout_s = 180\ntimeout_scope = "trial"'),
+     r"statuses\.timeout_scope must be one of run, evaluation, got 'trial'"),
+    (dict(stage='[[stages]]\ninputs = ["x"]\nnonfinite_reference = "fail"'),
+     r"stages\[2\]\.nonfinite_reference must be one of judge, skip, got 'fail'"),
 ]
 
 
