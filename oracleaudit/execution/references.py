@@ -1,5 +1,5 @@
-"""The reference outputs of a problem on one pool input: the fp32 Model's (in the math mode PyTorch has on
-the worker) and its float64 copy's, computed once and cached on disk so that every slice, worker and later
+"""The reference outputs of a problem on one pool input: the fp32 Model's (in the pool entry's math mode) and
+its float64 copy's, computed once and cached on disk so that every slice, worker and later
 run of the same problem and pool input reuses them.
 
 Cache layout: `$ORACLEAUDIT_CACHE/references/<key>.pt` (torch.save of {"format", "ref32", "ref64"}, CPU

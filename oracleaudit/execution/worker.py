@@ -49,15 +49,6 @@ HOST_BUDGET_BYTES = 4 << 30  # a worker's host copies of one group's inputs and 
 TEMPLATE_BUDGET_BYTES = 4 << 30  # input by input: every variant's template model, on the host
 
 
-def math_mode(device: str) -> dict[str, Any]:
-    """The fp32 reference's math mode: TF32 flags as PyTorch has them (cuDNN TF32 is on by default)."""
-    import torch
-
-    return {"ref_matmul_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
-            "ref_cudnn_tf32": bool(torch.backends.cudnn.allow_tf32),
-            "ref_matmul_precision": torch.get_float32_matmul_precision(), "ref_device": device}
-
-
 def is_out_of_memory(err: BaseException) -> bool:
     import torch
 
@@ -190,7 +181,8 @@ class JobRun:
         self.device = job.device
         self.clock = PhaseClock()
         self.cache = ReferenceCache()
-        self.mode = math_mode(torch.cuda.get_device_name(torch.device(self.device)))
+        self.device_name = torch.cuda.get_device_name(torch.device(self.device))
+        self.modes: dict[str, dict[str, Any]] = {}  # an entry's math mode → the flags its rows record
         self.todo: dict[str, set[str]] = {variant: set(inputs) for variant, inputs in job.work}
         self.solutions: dict[str, Any] = {}  # variant key → loaded solution module, or the exception
         self.memory_sent = False
@@ -222,7 +214,8 @@ class JobRun:
             for input_key in sorted(self.todo.pop(key, ())):
                 self.send(Started(key, input_key))
                 self.send(Rows(key, input_key, (row(key, job.problem, job.entry(input_key), 0, Status.BUILD_ERROR,
-                                                    "BuildError", message, None, None, self.mode, None, None),)))
+                                                    "BuildError", message, None, None,
+                                                    self.mode(entries[input_key]), None, None),)))
         originals = set().union(*self.todo.values()) if self.todo else set()
         if job.time_original and ORIGINAL not in self.todo and originals:
             self.todo[ORIGINAL] = originals  # run, not recorded: the supervisor times it
@@ -236,6 +229,14 @@ class JobRun:
         for group in self._groups([entries[key] for key, *_ in job.entry_keys if key in wanted]):
             self._run_group(group)
         self.send(Done(dict(self.clock.seconds), int(torch.cuda.max_memory_reserved(self.device))))
+
+    def mode(self, entry) -> dict[str, Any]:
+        """The TF32 flags (and device) the pairs and the fp32 reference of `entry` run under."""
+        from oracleaudit.pool import recorded_mode
+
+        if entry.math_mode not in self.modes:
+            self.modes[entry.math_mode] = recorded_mode(entry.math_mode, self.device_name)
+        return self.modes[entry.math_mode]
 
     def _entries(self, pool) -> dict[str, Any]:
         """The job's pool entries, resolved with the shapes the runner resolved (or resolved here)."""
@@ -315,7 +316,7 @@ class JobRun:
         with self.clock("evidence"):
             evidence, _ = measure_many(list(zip(gpu.ref32, gpu.ref64)), engine=job.evidence_engine)
             rows = tuple(row(REFERENCE, job.problem, job.entry(gpu.key), index, Status.OK, None, None, None, None,
-                             self.mode, None, ev) for index, ev in enumerate(evidence))
+                             self.mode(gpu.entry), None, ev) for index, ev in enumerate(evidence))
         self.send(Rows(REFERENCE, gpu.key, rows))
 
     # ---- inputs and references -------------------------------------------------------------------------
@@ -330,13 +331,13 @@ class JobRun:
             return self.host[entry.key]
         with self.clock("references"):
             inputs = entry.make_inputs(self.module, "cpu")
-            key = reference_key(self.problem_sha, entry, self.mode)
+            key = reference_key(self.problem_sha, entry, self.mode(entry))
             cached = self.cache.load(key)
             if cached is None:
                 with self.cache.computing(key):
                     cached = self.cache.load(key)
                     if cached is None:
-                        cached = self._compute_references(inputs)
+                        cached = self._compute_references(entry, inputs)
                         self.cache.save(key, *cached)
             host = HostEntry(entry, inputs, *cached)
             host.sums = checksums([*tensors(host.inputs), *host.ref32, *host.ref64]).numpy()
@@ -345,12 +346,14 @@ class JobRun:
                 self.host.popitem(last=False)
         return host
 
-    def _compute_references(self, inputs: list) -> tuple[list, list]:
+    def _compute_references(self, entry, inputs: list) -> tuple[list, list]:
         import torch
+
+        from oracleaudit.pool import math_flags
 
         if self.model64 is None:
             self.model64 = copy.deepcopy(self.ref_model).double()
-        with torch.no_grad():  # each model gets its own copy: a forward may change its inputs in place
+        with torch.no_grad(), math_flags(entry.math_mode):  # each model gets its own copy: a forward may change its inputs in place
             ref32 = [t.detach().cpu() for t in tensors(self.ref_model(*map_tensors(inputs, self._to_device)))]
             ref64 = [t.detach().cpu() for t in tensors(self.model64(
                 *to_double(map_tensors(inputs, self._to_device))))]
@@ -425,6 +428,8 @@ class JobRun:
     def _run_pair(self, variant, entry) -> None:
         import torch
 
+        from oracleaudit.pool import math_flags
+
         job = self.job
         where = job.entry(entry.key)
         self.send(Started(variant.key, entry.key))
@@ -432,12 +437,12 @@ class JobRun:
         if isinstance(solution, BaseException):
             self._send_rows(variant, entry, [row(variant.key, job.problem, where, 0, _status_of(solution),
                                                  type(solution).__name__, first_line(solution), None, None,
-                                                 self.mode, None, None)])
+                                                 self.mode(entry), None, None)])
             return
         gpu = self._gpu_entry(entry)
         try:
             model_new = self._fresh_model(variant, solution)
-            with self.clock("execution"), torch.no_grad():
+            with self.clock("execution"), torch.no_grad(), math_flags(entry.math_mode):
                 # No synchronisation here: the pair's one transfer comes after the evidence (an asynchronous
                 # fault of the kernel surfaces there, and is its crash). Events time the first run.
                 inputs = map_tensors(gpu.inputs, lambda t: t.clone())
@@ -451,7 +456,7 @@ class JobRun:
         except Exception as err:
             traceback.print_exc()
             rows = [row(variant.key, job.problem, where, 0, _status_of(err), type(err).__name__, first_line(err),
-                        None, None, self.mode, None, None)]
+                        None, None, self.mode(entry), None, None)]
             if is_out_of_memory(err):
                 torch.cuda.empty_cache()
             if not context_alive():
@@ -468,7 +473,7 @@ class JobRun:
                 raise
             traceback.print_exc()
             self._fatal(variant, entry, [row(variant.key, job.problem, where, 0, Status.RUNTIME_ERROR, type(err).__name__,
-                                             first_line(err), None, None, self.mode, None, None)], err)
+                                             first_line(err), None, None, self.mode(entry), None, None)], err)
         self._send_rows(variant, entry, rows)
 
     def _send_rows(self, variant, entry, rows: list[dict]) -> None:
@@ -501,7 +506,7 @@ class JobRun:
             timing[1].synchronize()
             self._intact()
             return [row(key, job.problem, where, 0, Status.SHAPE_MISMATCH, None, f"{len(first)} outputs, reference has "
-                        f"{len(gpu.ref32)}", timing[0].elapsed_time(timing[1]), None, self.mode, None, None)]
+                        f"{len(gpu.ref32)}", timing[0].elapsed_time(timing[1]), None, self.mode(gpu.entry), None, None)]
         with self.clock("evidence"):
             items, repeats = [], []
             for out, again, r32, r64 in zip(first, second, gpu.ref32, gpu.ref64):
@@ -530,7 +535,7 @@ class JobRun:
                 status = Status.SHAPE_MISMATCH
             elif out.dtype != r32.dtype:
                 status = Status.DTYPE_MISMATCH
-            rows.append(row(key, job.problem, where, index, status, None, None, elapsed, same[index], self.mode,
+            rows.append(row(key, job.problem, where, index, status, None, None, elapsed, same[index], self.mode(gpu.entry),
                             evidence[2 * index], evidence[2 * index + 1]))
         return rows
 

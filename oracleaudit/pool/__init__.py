@@ -52,6 +52,8 @@ Pool file format (schema_version 1):
     seeds = [0, 1]               # a list of ints, or "kernelbench" (KernelBench's 5 trial seeds); or seed = 0
     variants = ["official"]      # optional, default ["official"]; official, odd, small, batch
     scales = [3.0]               # optional (or `scale = 3.0`): multiply the drawn floats
+    draws = [2, 3]               # optional (or `draw = 2`, default 1): the k-th get_inputs() call after the seed
+    math_mode = "no_tf32"        # optional: default, no_tf32 or tf32 (`oracleaudit.pool.entry`)
     # ...and the distribution's own parameters, e.g. `value = 0.5` for "constant"
 
 Errors name the file, the entry (1-based, in file order) and the field:
@@ -60,17 +62,12 @@ Errors name the file, the entry (1-based, in file order) and the field:
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import threading
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Iterator, Mapping
-
-import torch
 
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.fields import Invalid, number, type_name
@@ -81,7 +78,6 @@ from oracleaudit.pool.distributions import (
     DISTRIBUTIONS,
     REQUIRED,
     Distribution,
-    Official,
     constant,
     laplace,
     lognormal,
@@ -95,16 +91,25 @@ from oracleaudit.pool.distributions import (
     uniform_pm1,
     zeros,
 )
+from oracleaudit.pool.entry import (
+    DERIVATIONS,
+    DRAW_FUNCTIONS,
+    MATH_MODES,
+    MAX_DRAW,
+    PoolEntry,
+    math_flags,
+    recorded_mode,
+)
 from oracleaudit.pool.key import input_key
-from oracleaudit.pool.shapes import SHAPES, ResolvedShape, ShapePlan, input_shapes, resolve_shapes
-from oracleaudit.problem import Problem, load_problem_module
-from oracleaudit.tensors import to_device
+from oracleaudit.pool.shapes import SHAPES, ResolvedShape, ShapePlan, resolve_shapes
+from oracleaudit.problem import Problem
 
 __all__ = [
     "BASES",
     "DERIVATIONS",
     "DISTRIBUTIONS",
     "DRAW_FUNCTIONS",
+    "MATH_MODES",
     "SCHEMA_VERSION",
     "SHAPES",
     "Distribution",
@@ -115,6 +120,7 @@ __all__ = [
     "constant",
     "laplace",
     "lognormal",
+    "math_flags",
     "mixed_range",
     "near_max",
     "near_ties",
@@ -122,6 +128,7 @@ __all__ = [
     "official",
     "pools_dir",
     "ramp",
+    "recorded_mode",
     "resolve_shapes",
     "shipped_pools",
     "uniform",
@@ -133,157 +140,7 @@ SCHEMA_VERSION = 1
 KERNELBENCH_SEEDS = "kernelbench"
 RANDN_SEED = 42
 _MAX_SEED = 2**64 - 1
-_ENTRY_FIELDS = ("distribution", "seeds", "seed", "variants", "scale", "scales")
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Pool entries
-
-
-@contextlib.contextmanager
-def _seeded(seed: int) -> Iterator[None]:
-    """`torch.manual_seed(seed)` for the duration, the global CPU RNG state restored afterwards."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        yield
-
-
-def _replace_floats(value: Any, dist: Distribution, generator: torch.Generator) -> Any:
-    if isinstance(value, list):
-        return [_replace_floats(v, dist, generator) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_replace_floats(v, dist, generator) for v in value)
-    if isinstance(value, torch.Tensor) and value.is_floating_point():
-        drawn = dist.draw(value.detach().cpu(), generator)
-        return drawn.to(value.device)
-    return value
-
-
-# The torch functions get_inputs() draws float tensors with, replaced while it runs under `derive = "draws"`.
-DRAW_FUNCTIONS = ("rand", "randn", "rand_like", "randn_like")
-DERIVATIONS = ("outputs", "draws")
-_DRAWING = threading.Lock()  # the replacement is of torch's module attributes: one get_inputs() at a time
-
-
-@contextlib.contextmanager
-def _drawing(dist: Distribution, generator: torch.Generator) -> Iterator[list[int]]:
-    """For the block, each float tensor that `torch.rand`/`randn`/`rand_like`/`randn_like` draws is drawn as
-    usual (so the global RNG, and every later draw such as integer labels, advances exactly as in the
-    official inputs), then replaced by `dist.draw(that tensor, generator)`. Yields a one-item list counting
-    the replaced draws."""
-    count = [0]
-    inside = [False]  # the distribution's own draws use the real functions
-
-    def replacing(real):
-        def draw(*args, **kwargs):
-            value = real(*args, **kwargs)
-            if inside[0] or not (isinstance(value, torch.Tensor) and value.is_floating_point()):
-                return value
-            count[0] += 1
-            inside[0] = True
-            try:
-                drawn = dist.draw(value.detach().cpu(), generator).to(value.device)
-            finally:
-                inside[0] = False
-            return drawn.requires_grad_(value.requires_grad)
-        return draw
-
-    with _DRAWING:
-        originals = {name: getattr(torch, name) for name in DRAW_FUNCTIONS}
-        try:
-            for name, real in originals.items():
-                setattr(torch, name, replacing(real))
-            yield count
-        finally:
-            for name, real in originals.items():
-                setattr(torch, name, real)
-
-
-@dataclass(frozen=True)
-class PoolEntry:
-    """One input of the pool: distribution × seed × shape variant (× scale), named by a stable key.
-
-    Entries from `Pool.entries` are not yet resolved for a problem (`overrides` is None); entries from
-    `Pool.entries_for(problem)` carry the constant overrides and input shapes of their variant for that
-    problem and can make inputs.
-    """
-
-    key: str
-    distribution: str
-    seed: int
-    shape: str  # the shape variant: official, odd, small or batch
-    scale: float
-    params: tuple[tuple[str, Any], ...]
-    dist: Distribution = field(compare=False)
-    index: int = 0
-    """The 1-based position of the pool file entry this input comes from."""
-    overrides: tuple[tuple[str, int], ...] | None = None
-    input_shapes: tuple[tuple[int, ...] | None, ...] | None = None
-    derive: str = "outputs"
-    """How a drawn (not official-based) distribution makes the inputs: "outputs" replaces each float tensor
-    of get_inputs()'s result; "draws" replaces each float tensor get_inputs() draws, as it is drawn."""
-
-    @property
-    def resolved(self) -> bool:
-        return self.overrides is not None
-
-    def load_problem(self, problem: Problem | Path) -> ModuleType:
-        """The problem module with this entry's shape constants set (a fresh module)."""
-        self._require_resolved()
-        return load_problem_module(problem, dict(self.overrides or ()))
-
-    def make_inputs(self, problem_module: ModuleType, device: str | torch.device = "cpu") -> list:
-        """This entry's inputs for a problem module loaded with the entry's overrides (see `load_problem`).
-
-        Deterministic: the same entry and problem file give bitwise-identical tensors (drawn on the CPU,
-        then moved to `device`). The caller's global RNG state is left as it was.
-        """
-        self._require_resolved()
-        for name, value in self.overrides or ():
-            actual = getattr(problem_module, name, None)
-            if actual != value:
-                raise OracleAuditError(
-                    f"pool entry {self.key}: the problem module has {name}={actual!r}, the entry needs {value} "
-                    "(load it with entry.load_problem(problem))"
-                )
-        generator = torch.Generator(device="cpu").manual_seed(self.seed)
-        if self.derive == "draws" and not self.dist.official_based:
-            with _seeded(self.seed), _drawing(self.dist, generator) as drawn:
-                inputs = list(problem_module.get_inputs())
-            if not drawn[0]:  # get_inputs() draws with none of DRAW_FUNCTIONS: its floats are replaced
-                inputs = _replace_floats(inputs, self.dist, generator)
-        else:
-            with _seeded(self.seed):
-                inputs = list(problem_module.get_inputs())
-            if not isinstance(self.dist, Official):
-                inputs = _replace_floats(inputs, self.dist, generator)
-        if self.input_shapes is not None and input_shapes(inputs) != self.input_shapes:
-            raise OracleAuditError(
-                f"pool entry {self.key}: get_inputs() gave shapes {list(input_shapes(inputs))}, the pool recorded "
-                f"{list(self.input_shapes)} for this problem (was the problem file changed?)"
-            )
-        return to_device(inputs, device)
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "distribution": self.distribution,
-            "params": dict(self.params),
-            "draw": self.dist.describe(),
-            "seed": self.seed,
-            "shape": self.shape,
-            "scale": self.scale,
-            "derive": self.derive,
-            "overrides": dict(self.overrides) if self.overrides is not None else None,
-            "input_shapes": ([list(s) if s is not None else None for s in self.input_shapes]
-                             if self.input_shapes is not None else None),
-        }
-
-    def _require_resolved(self) -> None:
-        if self.overrides is None:
-            raise OracleAuditError(
-                f"pool entry {self.key} is not resolved for a problem; take it from Pool.entries_for(problem)"
-            )
+_ENTRY_FIELDS = ("distribution", "seeds", "seed", "variants", "scale", "scales", "draw", "draws", "math_mode")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -382,6 +239,21 @@ def _params(raw: Mapping[str, Any], dist_name: str, where: str) -> tuple[dict[st
     return values, keyed
 
 
+def _draws(raw: Mapping[str, Any], where: str) -> list[int]:
+    if "draw" in raw and "draws" in raw:
+        raise Invalid(f"{where}: give draw or draws, not both")
+    values = raw.get("draws", [raw.get("draw", 1)])
+    label = "draws" if "draws" in raw else "draw"
+    if not isinstance(values, list) or not values:
+        raise Invalid(f"{where}: draws must be a non-empty list of integers, got {values!r}")
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DRAW:
+            raise Invalid(f"{where}: {label} must be integers in [1, {MAX_DRAW}], got {value!r}")
+    if len(set(values)) != len(values):
+        raise Invalid(f"{where}: draws repeat a value: {values!r}")
+    return list(values)
+
+
 def _expand(raw: Any, index: int) -> list[PoolEntry]:
     """The pool entries of one `[[entries]]` table (1-based `index`)."""
     where = f"entry {index}"
@@ -409,22 +281,32 @@ def _expand(raw: Any, index: int) -> list[PoolEntry]:
     if len(set(variants)) != len(variants):
         raise Invalid(f"{where}: variants repeat a value: {variants!r}")
 
+    draws = _draws(raw, where)
+    math_mode = raw.get("math_mode", "default")
+    if math_mode not in MATH_MODES:
+        raise Invalid(f"{where}: math_mode must be one of {', '.join(MATH_MODES)}, got {math_mode!r}")
+
     base = kind.build(params)
     entries = []
     for variant in variants:
         for scale in scales:
             dist = base if scale is None else base.scaled(scale)
-            for seed in seeds:
-                entries.append(PoolEntry(
-                    key=input_key(dist_name, keyed, scale, seed, variant),
-                    distribution=dist_name,
-                    seed=seed,
-                    shape=variant,
-                    scale=1.0 if scale is None else scale,
-                    params=tuple(keyed),
-                    dist=dist,
-                    index=index,
-                ))
+            for draw in draws:
+                key_params = [*keyed, *([("draw", draw)] if draw != 1 else []),
+                              *([("math", math_mode)] if math_mode != "default" else [])]
+                for seed in seeds:
+                    entries.append(PoolEntry(
+                        key=input_key(dist_name, key_params, scale, seed, variant),
+                        distribution=dist_name,
+                        seed=seed,
+                        shape=variant,
+                        scale=1.0 if scale is None else scale,
+                        params=tuple(keyed),
+                        dist=dist,
+                        index=index,
+                        draw=draw,
+                        math_mode=math_mode,
+                    ))
     return entries
 
 

@@ -369,3 +369,31 @@ def test_workers_are_forked_from_a_server_that_has_not_touched_cuda() -> None:
     from oracleaudit.execution.supervisor import worker_context
 
     assert worker_context().get_start_method() == "forkserver"
+
+
+@pytest.mark.gpu
+def test_an_entry_s_math_mode_sets_the_tf32_flags_of_its_reference_and_its_rows(tmp_path) -> None:
+    """One input in three math modes, on a problem whose reference is a long fp32 matmul: the rows record
+    each mode's flags, and the fp32 reference computed with TF32 on is far further from fp64 than with it off
+    (so the flags were in effect while the reference ran, and each mode has its own cached reference)."""
+    shutil.copytree(DATA, tmp_path, dirs_exist_ok=True)
+    problem = tmp_path / PROBLEM
+    problem.write_text(problem.read_text().replace(
+        "return 2.0 * x + 1.0", "return (x[:4096].view(64, 64) @ x[:4096].view(64, 64).t() * 1e-2).flatten()"))
+    mutants = make_mutants(tmp_path)
+    write_mutants(tmp_path / "mutants", [mutants["wrong_constant"]], {SOLUTION: (tmp_path / SOLUTION).read_text()})
+    pool = tmp_path / "modes.toml"
+    pool.write_text('schema_version = 1\n' + "".join(
+        f'[[entries]]\ndistribution = "normal"\nseeds = [0]\nmath_mode = "{mode}"\n'
+        for mode in ("default", "no_tf32", "tf32")))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        result = runner.run(Path("mutants"), Path("evidence"), pool=str(pool), gpus=1, show_progress=False)
+    assert result.errors == []
+    rows = EvidenceStore(tmp_path / "evidence").open().read()
+    flags = {key: set(zip(group.ref_matmul_tf32, group.ref_cudnn_tf32)) for key, group in rows.groupby("input_id")}
+    assert flags == {"normal/s=0/official": {(False, True)}, "normal/math=no_tf32/s=0/official": {(False, False)},
+                     "normal/math=tf32/s=0/official": {(True, True)}}
+    reference = rows[rows.mutant_id == "reference"].set_index("input_id").fp64_max_abs
+    assert reference["normal/math=tf32/s=0/official"] > 10 * reference["normal/math=no_tf32/s=0/official"]
+    assert reference["normal/s=0/official"] == reference["normal/math=no_tf32/s=0/official"]
