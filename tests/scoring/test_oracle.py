@@ -13,8 +13,8 @@ from oracleaudit.kernelbench import official_seeds
 from oracleaudit.pool import Pool
 from oracleaudit.scoring.oracle import COMPONENTS, Oracle, catalog, catalog_dir
 
-CATALOG = ["autokernel", "autokernel-ops", "fp64-fuzz", "kernelbench", "kernelbench-v0.1", "kernelbench-verified",
-           "kernelbench-x", "robust-kbench", "sol-execbench"]
+CATALOG = ["autokernel", "autokernel-ops", "fp64-fuzz", "kernelbench", "kernelbench-v0", "kernelbench-v0.1",
+           "kernelbench-verified", "kernelbench-x", "robust-kbench", "sol-execbench"]
 POOL_KEYS = Pool.load("default").keys()
 
 GOOD = """
@@ -57,7 +57,9 @@ def test_kernelbench_draws_the_five_official_trials_at_1e4_and_v01_at_1e2() -> N
 def test_verified_adds_four_hidden_scaled_configs_that_skip_a_missing_reference() -> None:
     verified = Oracle.load("kernelbench-verified")
     hidden = drawn(verified)["hidden"]
-    assert hidden == [f"scaled/x={x}/s={official_seeds()[0]}/official" for x in ("1", "3", "0.01", "-1")]
+    last = official_seeds()[-1]
+    assert hidden == [f"official/s={last}/official"] + [
+        f"scaled/draw={k}/x={x}/s={last}/official" for k, x in ((2, "3"), (3, "0.01"), (4, "-1"))]
     assert verified.stages[1].missing_reference == "skip"
     assert verified.tolerance.lookup("p", "float32").atol == 1e-3
 
@@ -84,7 +86,7 @@ def test_sol_execbench_counts_elements_within_tolerance_and_fails_nonfinite_and_
 def test_robust_kbench_uses_a_tf32_off_reference_and_the_repeat_check() -> None:
     robust = Oracle.load("robust-kbench")
     assert robust.reference.math_mode == "no_tf32" and robust.rule.repeat_allclose
-    assert drawn(robust)["batch-settings"] == ["normal/s=0/batch", "normal/s=1/batch"]
+    assert drawn(robust)["batch-settings"] == [f"normal/math=no_tf32/s={seed}/batch" for seed in official_seeds()[:2]]
 
 
 def test_fp64_fuzz_compares_against_the_fp64_reference() -> None:
@@ -234,3 +236,33 @@ def test_the_catalog_is_found_in_an_installed_layout(tmp_path: Path, monkeypatch
     shutil.copytree(catalog_dir(), package / "_shipped" / "oracles")
     monkeypatch.setattr(shipped, "_PACKAGE", package)
     assert catalog() == CATALOG
+
+
+def test_each_checker_reads_the_inputs_its_checker_draws_in_the_default_pool() -> None:
+    """KB-verified's hidden configs are the last trial's input and the next three calls scaled ×3, ×0.01,
+    ×(−1); robust-kbench reads KernelBench's seeds with TF32 off; SOL-ExecBench ten consecutive draws after
+    seed 200; kernelbench-v0 randn at KernelBench's seeds; KernelBench-X the official draw after seed 0."""
+    last = official_seeds()[-1]
+    assert drawn(Oracle.load("kernelbench-verified"))["hidden"] == [
+        f"official/s={last}/official", f"scaled/draw=2/x=3/s={last}/official",
+        f"scaled/draw=3/x=0.01/s={last}/official", f"scaled/draw=4/x=-1/s={last}/official"]
+    assert drawn(Oracle.load("robust-kbench"))["trials"] == [
+        f"normal/math=no_tf32/s={seed}/official" for seed in official_seeds()]
+    assert drawn(Oracle.load("sol-execbench"))["rounds"] == ["normal/s=200/official"] + [
+        f"normal/draw={k}/s=200/official" for k in range(2, 11)]
+    assert drawn(Oracle.load("kernelbench-v0"))["trials"] == [f"normal/s={seed}/official" for seed in official_seeds()]
+    assert drawn(Oracle.load("kernelbench-x"))["trials"] == ["official/s=0/official"]
+
+
+@pytest.mark.parametrize("item, message", [
+    ('{ distribution = "normal", draws = [0] }', "draws must be a non-empty list of integers ≥ 1"),
+    ('{ distribution = "normal", draw = 2, draws = [2] }', "give draw or draws, not both"),
+    ('{ distribution = "normal", math_mode = "fast" }', "math_mode must be one of default, no_tf32, tf32"),
+])
+def test_a_bad_draw_or_math_mode_of_a_selector_fails_on_one_line(tmp_path: Path, item: str, message: str) -> None:
+    path = tmp_path / "mine.toml"
+    path.write_text(f'schema_version = 1\ndescription = "d"\n[tolerance]\nfloat32 = {{ atol = 1e-4, rtol = 1e-4 }}\n'
+                    f'[[stages]]\nname = "a"\ninputs = [{item}]\n')
+    with pytest.raises(OracleAuditError, match="mine.toml") as err:
+        Oracle.load(path)
+    assert message in str(err.value) and "\n" not in str(err.value)

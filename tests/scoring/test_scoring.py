@@ -47,14 +47,20 @@ from oracleaudit.scoring.oracle import Oracle, catalog
 from oracleaudit.store import OBSERVATION_SCHEMA, EvidenceStore
 
 OFFICIAL = [f"official/s={s}/official" for s in official_seeds()]
-HIDDEN = [f"scaled/x={x}/s={official_seeds()[0]}/official" for x in ("1", "3", "0.01", "-1")]
-NORMAL = [f"normal/s={s}/official" for s in range(10)] + ["normal/s=0/batch", "normal/s=1/batch"]
+LAST = official_seeds()[-1]
+HIDDEN = [f"scaled/draw={k}/x={x}/s={LAST}/official" for k, x in ((2, "3"), (3, "0.01"), (4, "-1"))]
+# SOL-ExecBench's 10 rounds first (NORMAL[:10]), then robust-kbench's TF32-off trials and batch settings,
+# kernelbench-v0's randn trials.
+NORMAL = (["normal/s=200/official"] + [f"normal/draw={k}/s=200/official" for k in range(2, 11)]
+          + [f"normal/math=no_tf32/s={s}/official" for s in official_seeds()]
+          + [f"normal/math=no_tf32/s={s}/batch" for s in official_seeds()[:2]]
+          + [f"normal/s={s}/official" for s in official_seeds()])
 LARGE = "normal/x=1000/s=42/official"
 AUTOKERNEL = ["randn_seed42/s=42/official", "randn_seed42/s=42/small", "randn_seed42/s=42/odd",
               "randn_seed42/x=1e-06/s=42/official", "near_max/s=42/official", "mixed_range/s=42/official",
               "zeros/s=42/official", "constant/value=0.5/s=42/official"]
 ODD = ["uniform_pm1/s=0/odd", "laplace/s=0/odd"]
-KEYS = OFFICIAL + HIDDEN + NORMAL + [LARGE] + AUTOKERNEL + ODD
+KEYS = OFFICIAL + HIDDEN + NORMAL + [LARGE] + AUTOKERNEL + ODD + ["official/s=0/official"]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -65,7 +71,7 @@ def draw(problem: str, key: str) -> torch.Tensor:
     """The input of a (problem, pool key): a (rows, k) float32 tensor drawn like the pool would."""
     parts = parse_input_key(key)
     g = torch.Generator().manual_seed(zlib.crc32(f"{problem}|{parts['distribution']}|{parts['seed']}|"
-                                                 f"{parts['shape']}".encode()))
+                                                 f"{parts['shape']}|{parts['draw']}".encode()))
     rows, k = {"official": (32, 64), "odd": (31, 61), "small": (17, 17), "batch": (17, 64)}[parts["shape"]]
     dist = parts["distribution"]
     if dist in ("official", "scaled"):
@@ -700,7 +706,7 @@ def holes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Audit, Path]:
     small = {"holey": FAULTS["rel_2e-5"], "inferred": FAULTS["rel_2e-5"], "crash_then_hole": FAULTS["crash"],
              "observed": FAULTS["rel_2e-5"]}
     s.problem("level1/1_Sum", faults=small)
-    normal = set(NORMAL[:10])
+    normal = set(NORMAL[:15])  # SOL-ExecBench's rounds and robust-kbench's trials
     rows = []
     for row in s.rows:
         if row["input_id"] in normal and row["mutant_id"] in ("holey", "crash_then_hole"):
@@ -718,9 +724,9 @@ def holes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Audit, Path]:
 
 def test_inferred_rows_are_left_out_when_reading_a_store(holes) -> None:
     audit, _ = holes
-    assert audit.obs.inferred == 10
+    assert audit.obs.inferred == 15
     frame = audit.obs.frame
-    assert not ((frame["mutant_id"] == "inferred") & frame["input_id"].isin(NORMAL[:10])).any()
+    assert not ((frame["mutant_id"] == "inferred") & frame["input_id"].isin(NORMAL[:15])).any()
 
 
 def test_a_mutant_not_observed_on_some_input_of_an_oracle_is_unobserved_not_escaped(holes) -> None:

@@ -97,7 +97,7 @@ def test_official_entries_are_kernelbench_trials_manual_seed_then_get_inputs(
 def test_make_inputs_leaves_the_global_rng_state_as_it_was(softmax_entries: dict[str, PoolEntry]) -> None:
     torch.manual_seed(123)
     before = torch.random.get_rng_state()
-    inputs_of(softmax_entries["normal/s=3/official"])
+    inputs_of(softmax_entries["normal/draw=3/s=200/official"])
     assert torch.equal(torch.random.get_rng_state(), before)
 
 
@@ -192,7 +192,7 @@ def test_make_inputs_refuses_a_module_loaded_without_the_entry_overrides(
 
 def test_an_entry_not_resolved_for_a_problem_cannot_make_inputs(default_pool: Pool) -> None:
     with pytest.raises(OracleAuditError, match="not resolved for a problem"):
-        default_pool.get("normal/s=0/official").make_inputs(load_problem_module(SOFTMAX))
+        default_pool.get("normal/s=0/odd").make_inputs(load_problem_module(SOFTMAX))
 
 
 def test_max_elements_scales_shapes_down_through_constants_and_records_them(tmp_path: Path) -> None:
@@ -256,7 +256,7 @@ def test_scaling_composes_like_a_strategy() -> None:
 
 def test_a_scaled_pool_entry_is_the_official_inputs_times_the_scale(softmax_entries: dict[str, PoolEntry]) -> None:
     (official_x,) = inputs_of(softmax_entries[f"official/s={TRIAL_SEEDS[0]}/official"])
-    for scale in (1.0, 3.0, 0.01, -1.0, 1000.0):
+    for scale in (1000.0,):  # the other scalings are later draws (test of draw below)
         entry = softmax_entries[f"scaled/x={scale:g}/s={TRIAL_SEEDS[0]}/official"]
         assert entry.scale == scale and entry.distribution == "scaled"
         (x,) = inputs_of(entry)
@@ -424,16 +424,20 @@ def test_an_unknown_pool_name_or_missing_file_is_an_error(tmp_path: Path) -> Non
 
 ORACLE_NEEDS = {
     "kernelbench (5 trial seeds from 42)": [f"official/s={s}/official" for s in TRIAL_SEEDS],
-    "kernelbench-verified hidden configs": [f"scaled/x={x}/s={TRIAL_SEEDS[0]}/official"
-                                            for x in ("1", "3", "0.01", "-1")],
-    "robust-kbench normal trials and batch sizes": [f"normal/s={s}/official" for s in range(5)]
-    + ["normal/s=0/batch", "normal/s=1/batch", "official/s=42/batch"],
+    "kernelbench-verified hidden configs": [f"official/s={TRIAL_SEEDS[-1]}/official"] + [
+        f"scaled/draw={k}/x={x}/s={TRIAL_SEEDS[-1]}/official" for k, x in ((2, "3"), (3, "0.01"), (4, "-1"))],
+    "robust-kbench normal trials (TF32 off) and batch sizes": [
+        f"normal/math=no_tf32/s={s}/official" for s in TRIAL_SEEDS]
+    + [f"normal/math=no_tf32/s={s}/batch" for s in TRIAL_SEEDS[:2]] + ["official/s=42/batch"],
+    "kernelbench-v0 randn trials": [f"normal/s={s}/official" for s in TRIAL_SEEDS],
+    "kernelbench-x after seed 0": ["official/s=0/official"],
     "autokernel-ops randn seed 42, stability stage, odd sizes": [
         "randn_seed42/s=42/official", "near_max/s=42/official", "randn_seed42/x=1e-06/s=42/official",
         "mixed_range/s=42/official", "zeros/s=42/official", "constant/value=0.5/s=42/official",
         "randn_seed42/s=42/odd", "randn_seed42/s=42/small",
     ],
-    "sol-execbench 10 rounds of randn": [f"normal/s={s}/official" for s in range(10)],
+    "sol-execbench 10 consecutive rounds of randn after seed 200": ["normal/s=200/official"] + [
+        f"normal/draw={k}/s=200/official" for k in range(2, 11)],
     "fp64-fuzz adversarial inputs": [
         "normal/x=1000/s=42/official", "lognormal/s=0/official", "laplace/s=0/official", "sorted/s=0/official",
         "sorted/order=descending/s=1/official", "ramp/s=0/official", "near_ties/s=0/official",
@@ -458,9 +462,9 @@ def test_the_default_pool_uses_every_distribution_and_variant(default_pool: Pool
 
 
 @pytest.mark.parametrize("problem", [SOFTMAX, CROSS_ENTROPY, MATMUL, TRANSFORMER], ids=lambda p: p.stem)
-def test_the_default_pool_gives_a_problem_48_to_64_inputs(default_pool: Pool, problem: Path) -> None:
+def test_the_default_pool_gives_a_problem_56_to_72_inputs(default_pool: Pool, problem: Path) -> None:
     entries = default_pool.entries_for(problem)
-    assert 48 <= len(entries) <= 64
+    assert 56 <= len(entries) <= 72
     assert len({e.key for e in entries}) == len(entries)
 
 
@@ -559,3 +563,52 @@ def test_draws_restore_torch_s_functions_also_when_get_inputs_raises(tmp_path: P
 def test_derive_must_be_draws_or_outputs() -> None:
     with pytest.raises(OracleAuditError, match="derive must be one of outputs, draws, got 'input'"):
         Pool.from_text(DRAWS_ENTRIES.format(derive="input"))
+
+
+def _inputs_of(pool: Pool, key: str, problem: Path) -> list:
+    entry = next(e for e in pool.entries_for(problem) if e.key == key)
+    return entry.make_inputs(entry.load_problem(problem))
+
+
+def test_an_entry_s_draw_is_that_call_of_get_inputs_after_its_seed_the_rng_continuing() -> None:
+    """draw = 3 of the official inputs is the third get_inputs() after manual_seed (labels too); of a drawn
+    distribution, the third draw of its generator; both keys name the draw."""
+    pool = Pool.from_text('schema_version = 1\nderive = "draws"\n[[entries]]\ndistribution = "scaled"\nseeds = [5]\n'
+                          'draw = 3\nscale = 2.0\n[[entries]]\ndistribution = "normal"\nseeds = [5]\ndraws = [1, 2]\n')
+    assert pool.keys() == ["scaled/draw=3/x=2/s=5/official", "normal/s=5/official", "normal/draw=2/s=5/official"]
+    module = load_problem_module(CROSS_ENTROPY)
+    torch.manual_seed(5)
+    expected = [module.get_inputs() for _ in range(3)][-1]
+    third = _inputs_of(pool, "scaled/draw=3/x=2/s=5/official", CROSS_ENTROPY)
+    assert torch.equal(third[0], expected[0] * 2.0) and torch.equal(third[1], expected[1])
+    generator = torch.Generator().manual_seed(5)
+    first, second = (torch.randn(expected[0].shape, generator=generator) for _ in range(2))
+    assert torch.equal(_inputs_of(pool, "normal/s=5/official", CROSS_ENTROPY)[0], first)
+    assert torch.equal(_inputs_of(pool, "normal/draw=2/s=5/official", CROSS_ENTROPY)[0], second)
+
+
+def test_an_entry_s_math_mode_is_in_its_key_and_its_flags_hold_only_inside_math_flags() -> None:
+    from oracleaudit.pool import math_flags, recorded_mode
+
+    pool = Pool.from_text('schema_version = 1\n[[entries]]\ndistribution = "normal"\nseeds = [0]\nmath_mode = "no_tf32"\n')
+    (entry,) = pool.entries
+    assert entry.key == "normal/math=no_tf32/s=0/official" and entry.math_mode == "no_tf32"
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
+    with math_flags("tf32"):
+        assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == (True, True)
+    assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
+    mode = recorded_mode("no_tf32", "cpu")
+    assert (mode["ref_matmul_tf32"], mode["ref_cudnn_tf32"], mode["ref_device"]) == (False, False, "cpu")
+
+
+@pytest.mark.parametrize("fields, message", [
+    ("draw = 0", "draw must be integers in [1, 1000]"),
+    ("draws = [2, 2]", "draws repeat a value"),
+    ("draw = 2\ndraws = [3]", "give draw or draws, not both"),
+    ('math_mode = "fast"', "math_mode must be one of default, no_tf32, tf32"),
+])
+def test_a_bad_draw_or_math_mode_of_an_entry_names_the_entry(fields: str, message: str) -> None:
+    with pytest.raises(OracleAuditError) as err:
+        Pool.from_text(f'schema_version = 1\n[[entries]]\ndistribution = "normal"\nseeds = [0]\n{fields}\n',
+                       source=Path("mine.toml"))
+    assert str(err.value).startswith("pool mine.toml: entry 1: ") and message in str(err.value)
