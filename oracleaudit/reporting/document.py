@@ -124,7 +124,8 @@ def _blind_band(c: dict[str, Any]) -> list[Block]:
             Text("Escaped mutants' error on the oracle's own inputs against its reference, "
                  "E = max |out − ref| / (1 + |ref|), by the reduction size of their problem (the product of the "
                  "dimensions its output drops). Escapes below the tolerance line are the band the oracle cannot "
-                 f"see. Reduction sizes are known for {c['sized_problems']} of {len(c['problems'])} problems"
+                 "see; escapes above it pass by another part of the protocol (a per-problem or per-stage "
+                 "tolerance, a fraction-within rule, a skipped status). Reduction sizes are known for {c['sized_problems']} of {len(c['problems'])} problems"
                  + (f"; {unsized} escaped mutants have none" if unsized else "") + "."),
             _table(["oracle", "reduction size", "escaped", "median E", "max E", "Spearman (size, E)"], rows),
             Figure("blind_band.png", "Escaped mutants' error against reduction size, with the tolerance")]
