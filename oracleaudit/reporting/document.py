@@ -205,6 +205,7 @@ def _escaped(c: dict[str, Any]) -> list[Block]:
                                    _num(e["witness_error"])] for e in top]))
     blocks.append(Heading(3, "Diffs", "diffs"))
     for mutant_id, diff in c["diffs"].items():
+        blocks.append(Text(f"Mutant {mutant_id}:"))
         blocks.append(Code(diff or f"(no diff file for {mutant_id})", f"diff-{mutant_id}"))
     return blocks
 
