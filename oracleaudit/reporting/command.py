@@ -101,7 +101,6 @@ def make_report(evidence: Path, mutants: Path, *, oracle_names: list[str], out: 
         c = contents.collect(audit, oracles, records, evidence=evidence_label, pairs=oracle_pairs,
                              minimize=summary, top=top, advance=advance)
         out.mkdir(parents=True, exist_ok=True)
-        images = {}
         if "html" in formats or "md" in formats:
             drawn = figures.figures(c)
             images = {name: png for name, (png, _) in drawn.items()}
@@ -157,5 +156,6 @@ def run(args: argparse.Namespace, evidence: Path, mutants: Path) -> int:
                      o["score"]["escaped"], o["score"]["false_alarms"]] for o in c["oracles"]])
     print(f"{time.perf_counter() - start:.1f} s; written to {args.out}: " + ", ".join(
         str(Path(p).relative_to(args.out)) for p in result["written"] if Path(p).parent == args.out)
+        + (f", {sum(Path(p).suffix == '.png' for p in result['written'])} PNGs in figures/" if "md" in formats else "")
         + (f", {len(c['oracles'])} files in {MTE_DIR}/" if "mte" in formats else ""))
     return 0

@@ -4,6 +4,7 @@ drawn from). Every number comes from scoring's public functions; nothing here ju
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 from pathlib import Path
@@ -11,8 +12,7 @@ from typing import Any, Callable, Sequence
 
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.mutant import Mutant
-from oracleaudit.scoring import Audit, score
-from oracleaudit.scoring import analysis
+from oracleaudit.scoring import Audit, analysis, score
 from oracleaudit.scoring.oracle import Oracle
 
 __all__ = ["CONTENTS_SCHEMA_VERSION", "HISTORY", "collect", "default_pairs", "read_minimize", "steps"]
@@ -30,7 +30,7 @@ Advance = Callable[[], None]
 def default_pairs(names: Sequence[str]) -> list[tuple[str, str]]:
     """Consecutive versions of KernelBench's checker among the reported oracles (before, after)."""
     present = [n for n in HISTORY if n in names]
-    return list(zip(present, present[1:]))
+    return list(itertools.pairwise(present))
 
 
 def steps(oracles: int, pairs: int) -> int:

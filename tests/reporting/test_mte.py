@@ -12,7 +12,14 @@ from typing import Any
 
 import pytest
 
-from oracleaudit.mutant import COMPILE_ERROR, DUPLICATE, EQUIVALENT, MUTANTS_FILE, Mutant, read_mutants
+from oracleaudit.mutant import (
+    COMPILE_ERROR,
+    DUPLICATE,
+    EQUIVALENT,
+    MUTANTS_FILE,
+    Mutant,
+    read_mutants,
+)
 from oracleaudit.reporting.mte import mte_report, summary
 from oracleaudit.scoring import Audit
 from oracleaudit.scoring.oracle import Oracle

@@ -11,14 +11,12 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from headless_chromium import find_chromium, render
 
 from oracleaudit.cli import main
-from oracleaudit.mutant import read_mutants
 from oracleaudit.scoring import Audit, score
 from oracleaudit.scoring.oracle import Oracle
 from oracleaudit.shipped import shipped_dir
-
-from headless_chromium import find_chromium, render
 
 REPO = Path(__file__).resolve().parents[2]
 ORACLES = ("kernelbench-v0.1", "kernelbench")  # consecutive KernelBench versions: one attribution pair
@@ -162,7 +160,7 @@ def test_the_reference_report_is_current_in_its_figures_and_numbers(report: Path
     oracles both reports show."""
     reference = (REPO / "reports" / "report.md").read_text(encoding="utf-8")
     ours = (report / "report.md").read_text(encoding="utf-8")
-    pick = lambda md: {r[0]: r for r in next(t for t in _md_tables(md) if t[0][:2] == ["oracle", "reference"])[2:]}  # noqa: E731
+    pick = lambda md: {r[0]: r for r in next(t for t in _md_tables(md) if t[0][:2] == ["oracle", "reference"])[2:]}
     theirs, mine = pick(reference), pick(ours)
     assert all(theirs[name] == mine[name] for name in ORACLES)
     assert all((REPO / "reports" / link).is_file() for link in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", reference))
