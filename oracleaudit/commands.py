@@ -353,6 +353,19 @@ def _cell(group) -> str:
     return f"{_pct(group['detection'])} ({group['killed']}/{observed})"
 
 
+@command
+def register_report(sub: argparse._SubParsersAction) -> None:
+    from oracleaudit.reporting.command import add_arguments, run  # light: matplotlib loads when it runs
+
+    parser = sub.add_parser(
+        "report", help="write an HTML/Markdown report with figures and mutation-testing-elements JSON (CPU only)",
+        description="Score oracles on the evidence and write report.html (self-contained), report.md with "
+                    "figures/*.png, and mte/<oracle>.json (mutation-testing-elements, schemaVersion 2).")
+    _add_evidence_args(parser)
+    add_arguments(parser)
+    parser.set_defaults(handler=lambda args: run(args, *_evidence_paths(args)))
+
+
 # ---- minimization (stage 4) ----------------------------------------------------------------------------
 
 
