@@ -123,7 +123,8 @@ def _run_mutate(args: argparse.Namespace) -> int:
         print(f"oracleaudit: warning: unpaired: {line}; its mutants get no problem (\"problem\": null), which "
               "`run` refuses", file=sys.stderr)
     if args.paths and args.problems is None and not args.list:
-        print(f"oracleaudit: warning: no --problems ROOT: the mutants of these {result.solutions} solutions get no "
+        count = f"{result.solutions} solution" + ("s" if result.solutions != 1 else "")
+        print(f"oracleaudit: warning: no --problems ROOT: the mutants of {count} get no "
               "problem (\"problem\": null), which `run` refuses; pass --problems ROOT to pair them", file=sys.stderr)
     done = 1 if result.errors else 0  # some files were bad: partly done (README, "Exit codes")
     if args.list:

@@ -150,15 +150,15 @@ def test_a_mutants_folder_without_diffs_is_warned_about(small: Path, tmp_path: P
     code, _, err = run(capsys, "score", "--oracle", "kernelbench", "--evidence", small / "evidence", "--mutants",
                        tmp_path / "m")
     assert code == 0 and err.splitlines() == [
-        f"oracleaudit: warning: {tmp_path / 'm'}: no diffs/ folder; escaped mutants are shown and written without "
-        "their diffs"]
+        (f"oracleaudit: warning: {tmp_path / 'm'}: no diffs/ folder; escaped mutants are shown and written without "
+         "their diffs")]
 
 
 def test_mutate_without_problems_warns_that_run_refuses_its_mutants(kernel: Path, capsys) -> None:
     code, _, err = run(capsys, "mutate", "k.cu", "--no-compile", "--out", "out")
     assert code == 0 and err.splitlines() == [
-        'oracleaudit: warning: no --problems ROOT: the mutants of these 1 solutions get no problem ("problem": '
-        "null), which `run` refuses; pass --problems ROOT to pair them"]
+        ('oracleaudit: warning: no --problems ROOT: the mutants of 1 solution get no problem ("problem": '
+         "null), which `run` refuses; pass --problems ROOT to pair them")]
 
 
 # ---- exit codes: 0 done, 1 partly done, 2 nothing done ----------------------------------------------------
@@ -173,6 +173,7 @@ def test_merge_of_a_bad_and_a_good_store_is_partly_done_and_of_bad_ones_only_not
         small: Path, tmp_path: Path, capsys) -> None:
     code, _, err = run(capsys, "merge", tmp_path / "missing", small / "evidence", "--into", tmp_path / "x")
     assert code == 1 and EvidenceStore(tmp_path / "x").open().num_rows == EvidenceStore(small / "evidence").num_rows
+    assert err.splitlines()[0].endswith("missing/manifest.json: no such file (not an evidence store)")
     assert run(capsys, "merge", tmp_path / "missing", "--into", tmp_path / "y")[0] == 2
 
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pyarrow.parquet as pq
 import pytest
@@ -154,7 +154,7 @@ def test_hostile_input_gives_one_line_naming_the_file_and_the_cause(small: Path,
     argv = case.argv(small, tmp_path)
     capsys.readouterr()
     code = main(argv)
-    out, err = capsys.readouterr()
+    _, err = capsys.readouterr()
     errors = [line for line in err.splitlines() if line.startswith("oracleaudit: error: ")]
     assert code == case.code, err
     assert "Traceback" not in err and len(errors) >= 1, err
