@@ -6,7 +6,18 @@ import argparse
 import sys
 from pathlib import Path
 
+from oracleaudit.terminal import percent as _pct
+
 REGISTRY: list = []
+
+
+def add_format_arg(parser: argparse.ArgumentParser) -> None:
+    """`--format`: how the command's tables print (the CLI hands it to `terminal.set_table_format`)."""
+    from oracleaudit.terminal import TABLE_FORMATS
+
+    parser.add_argument("--format", choices=TABLE_FORMATS, default="table", dest="table_format",
+                        help="tables aligned for the terminal (default; wrapped, never cut, when narrow), or as "
+                             "csv or markdown")
 
 
 def command(register):
@@ -41,8 +52,13 @@ def register_verify(sub: argparse._SubParsersAction) -> None:
 
 def run_verify(args: argparse.Namespace) -> int:
     from oracleaudit.dataset.verify import verify_solutions
+    from oracleaudit.files import check_output_dir, check_output_file
     from oracleaudit.terminal import print_json
 
+    if args.out is not None:
+        check_output_file(args.out)
+    if args.logs is not None:
+        check_output_dir(args.logs, "--logs")
     report = verify_solutions(args.paths, problems_root=args.problems, out=args.out, jobs=args.jobs,
                               force=args.force, timeout_s=args.timeout, logs_dir=args.logs)
     if args.json:
@@ -61,7 +77,8 @@ def register_mutate(sub: argparse._SubParsersAction) -> None:
                     "mutants by their machine code (TCE), and write mutants.jsonl plus one diff per mutant.")
     parser.add_argument("paths", nargs="*", type=Path, metavar="PATH",
                         help="solution files or directories (default: the bundled dataset)")
-    parser.add_argument("--out", type=Path, help="output folder (mutants.jsonl, diffs/)")
+    parser.add_argument("--out", type=Path, metavar="DIR",
+                        help="output folder (mutants.jsonl, diffs/); required unless --list or --rules")
     parser.add_argument("--problems", type=Path, metavar="ROOT",
                         help="KernelBench problem root (level1/, level2/, ...) to pair solutions with")
     parser.add_argument("--family", action="append", metavar="F", help="only rules of this family (repeatable)")
@@ -72,12 +89,14 @@ def register_mutate(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--rules", action="store_true", help="print the rule catalog and exit")
     parser.add_argument("--jobs", type=int, metavar="N", help="parallel nvcc processes (default: all cores)")
     parser.add_argument("--json", action="store_true", help="print results as JSON")
+    add_format_arg(parser)
     parser.set_defaults(handler=_run_mutate)
 
 
 def _run_mutate(args: argparse.Namespace) -> int:
     from oracleaudit import mutation, terminal
     from oracleaudit.errors import OracleAuditError
+    from oracleaudit.files import check_output_dir
     from oracleaudit.mutation.catalog import load_catalog
     from oracleaudit.terminal import print_json
 
@@ -92,12 +111,22 @@ def _run_mutate(args: argparse.Namespace) -> int:
         return 0
     if not args.list and args.out is None:
         raise OracleAuditError("--out DIR is required (or use --list to print candidates)")
+    if not args.list:
+        check_output_dir(args.out)
     result = mutation.mutate(args.paths or None, None if args.list else args.out, problems=args.problems,
                              families=args.family, rule_names=args.rule,
                              compile_check=not (args.no_compile or args.list), jobs=args.jobs,
                              catalog=args.catalog, show_progress=not args.json)
-    for line in result.errors + [f"unpaired: {u}" for u in result.unpaired]:
+    for line in result.errors:
         print(f"oracleaudit: {line}", file=sys.stderr)
+    for line in result.unpaired:
+        print(f"oracleaudit: warning: unpaired: {line}; its mutants get no problem (\"problem\": null), which "
+              "`run` refuses", file=sys.stderr)
+    if args.paths and args.problems is None and not args.list:
+        count = f"{result.solutions} solution" + ("s" if result.solutions != 1 else "")
+        print(f"oracleaudit: warning: no --problems ROOT: the mutants of {count} get no "
+              "problem (\"problem\": null), which `run` refuses; pass --problems ROOT to pair them", file=sys.stderr)
+    done = 1 if result.errors else 0  # some files were bad: partly done (README, "Exit codes")
     if args.list:
         rows = [{"id": m.id, "rule": m.rule, "family": m.family, "location": f"{m.source}:{m.start_line}:{m.start_col}",
                  "original": m.original, "replacement": m.replacement, "scope": m.scope} for m in result.mutants]
@@ -105,15 +134,16 @@ def _run_mutate(args: argparse.Namespace) -> int:
             print_json({"solutions": result.solutions, "candidates": rows, "errors": result.errors})
         else:
             terminal.table(f"{len(rows)} candidate mutants", ["id", "rule", "location", "original", "replacement"],
-                              [[r["id"], r["rule"], r["location"], r["original"], r["replacement"]] for r in rows])
-        return 0
+                           [[r["id"], r["rule"], r["location"], r["original"], r["replacement"]] for r in rows],
+                           keep=("id", "location"))
+        return done
     summary = result.summary()
     summary["out"] = str(args.out)
     if args.json:
         print_json(summary)
     else:
         terminal.mutate_summary(summary)
-    return 0
+    return done
 
 
 @command
@@ -128,7 +158,9 @@ def register_run(sub: argparse._SubParsersAction) -> None:
                     "error evidence to an evidence store. Interrupt at any time; running again continues.")
     parser.add_argument("--mutants", type=Path, required=True, metavar="DIR", help="folder written by `mutate`")
     parser.add_argument("--out", type=Path, required=True, metavar="EVIDENCE", help="evidence store folder")
-    parser.add_argument("--pool", default="default", metavar="NAME|FILE", help="input pool (default: default)")
+    parser.add_argument("--pool", default="default", metavar="NAME|FILE",
+                        help="input pool: the name of a shipped pool (one per oracleaudit/data/pools/*.toml, e.g. "
+                             "default, the default) or the path of a pool file (format: oracleaudit/pool/__init__.py)")
     parser.add_argument("--gpus", type=int, metavar="N", help="GPUs to use on this machine (default: all)")
     parser.add_argument("--backend", default="local", choices=("local", "dask"), help="local workers or Dask")
     parser.add_argument("--scheduler", metavar="ADDR", help="Dask scheduler address (with --backend dask)")
@@ -158,14 +190,17 @@ def register_run(sub: argparse._SubParsersAction) -> None:
                              "once with nvcc, where they apply and build, else PyTorch operations; torch: "
                              "PyTorch operations only; fused: the kernels or an error")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_format_arg(parser)
     parser.set_defaults(handler=_run_run)
 
 
 def _run_run(args: argparse.Namespace) -> int:
     from oracleaudit import execution as runner
     from oracleaudit import terminal
+    from oracleaudit.files import check_output_dir
     from oracleaudit.terminal import print_json
 
+    check_output_dir(args.out)
     result = runner.run(args.mutants, args.out, pool=args.pool, gpus=args.gpus, backend=args.backend,
                         scheduler=args.scheduler, timeout_factor=args.timeout_factor,
                         timeout_floor_s=args.timeout_floor, per_solution=args.per_solution, workers_per_gpu=args.workers_per_gpu,
@@ -184,7 +219,7 @@ def _run_run(args: argparse.Namespace) -> int:
               f"({summary['inferred_rows']} rows inferred), {summary['pairs_skipped']} pairs already recorded; "
               f"wall {summary['wall_s']} s, {summary['variants_per_min']} variants/min, "
               f"GPU busy {'n/a' if busy is None else f'{busy:.0%}'}; {summary['restarts']} worker restarts")
-    return 0 if result.pairs or result.skipped or not result.errors else 1
+    return _exit_code(result.errors, bool(result.pairs or result.skipped))
 
 
 @command
@@ -204,9 +239,11 @@ def register_merge(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_merge(args: argparse.Namespace) -> int:
+    from oracleaudit.files import check_output_dir
     from oracleaudit.store import merge_stores
     from oracleaudit.terminal import print_json
 
+    check_output_dir(args.into, "--into")
     summary = merge_stores(args.into, args.stores, compact=args.compact)
     for line in summary["errors"]:
         print(f"oracleaudit: error: {line}", file=sys.stderr)
@@ -217,7 +254,13 @@ def _run_merge(args: argparse.Namespace) -> int:
             print(f"{store}: {rows} rows added")
         if summary["added"]:
             print(f"{summary['into']}: {summary['rows']} rows")
-    return 1 if summary["errors"] else 0
+    return _exit_code(summary["errors"], bool(summary["added"]))
+
+
+def _exit_code(errors: list, done_any: bool) -> int:
+    """The rule of README.md, "Exit codes": 0 everything done, 1 partly done (some inputs reported bad, the
+    rest processed), 2 nothing done."""
+    return 0 if not errors else 1 if done_any else 2
 
 
 # ---- scoring (stage 3) ---------------------------------------------------------------------------------
@@ -236,9 +279,24 @@ def _evidence_paths(args: argparse.Namespace) -> tuple[Path, Path]:
             raise OracleAuditError("this installation has no bundled evidence (kill_matrix/); pass --evidence DIR "
                                    "--mutants DIR") from None
         return bundled / "evidence", args.mutants or bundled / "mutants"
+    nested = args.evidence / "evidence"
+    if not (args.evidence / "manifest.json").is_file() and (nested / "manifest.json").is_file():
+        raise OracleAuditError(f"--evidence {args.evidence}: not an evidence store, but it holds one: "
+                               f"--evidence {nested} --mutants {args.evidence / 'mutants'}")
     if args.mutants is None:
         raise OracleAuditError("--mutants DIR is required with --evidence (the folder with mutants.jsonl)")
     return args.evidence, args.mutants
+
+
+def _load_audit(args: argparse.Namespace):
+    """The audit of --evidence and --mutants, its warnings (a mismatched mutants file, no diffs/) on stderr."""
+    from oracleaudit.scoring import Audit
+
+    evidence, mutants = _evidence_paths(args)
+    audit = Audit.load(evidence, mutants)
+    for warning in audit.warnings:
+        print(f"oracleaudit: warning: {warning}", file=sys.stderr)
+    return audit
 
 
 def _oracles(names: list[str]) -> list:
@@ -252,11 +310,13 @@ def _oracles(names: list[str]) -> list:
     return oracles
 
 
-def _add_evidence_args(parser: argparse.ArgumentParser) -> None:
+def _add_evidence_args(parser: argparse.ArgumentParser, table_format: bool = True) -> None:
     parser.add_argument("--evidence", type=Path, metavar="DIR",
                         help="evidence store written by `oracleaudit run` (default: the bundled kill_matrix/)")
     parser.add_argument("--mutants", type=Path, metavar="DIR", help="folder with the mutants.jsonl of that run")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    if table_format:
+        add_format_arg(parser)
 
 
 @command
@@ -265,7 +325,10 @@ def register_score(sub: argparse._SubParsersAction) -> None:
         "score", help="score oracle protocols against recorded evidence (CPU only)",
         description="Apply oracle protocols to an evidence store: detection of witnessed mutants overall and by "
                     "family, escaped mutants with their diffs, false alarms on the original kernels, and the kill "
-                    "matrix (with --out).")
+                    "matrix (with --out). A mutant is witnessed when some input shows it wrong independently of any "
+                    "oracle: it crashes, hangs, returns another shape or dtype, NaN/Inf where the original does not, "
+                    "differs between two runs, or errs against fp64 far beyond the original "
+                    "(oracleaudit/scoring/witness.py); detection = killed / witnessed.")
     parser.add_argument("--oracle", action="append", required=True, metavar="NAME|FILE",
                         help="catalog name (see `oracleaudit oracles`) or protocol file; repeatable")
     _add_evidence_args(parser)
@@ -282,56 +345,24 @@ def register_score(sub: argparse._SubParsersAction) -> None:
 def _run_score(args: argparse.Namespace) -> int:
     from oracleaudit import scoring, terminal
     from oracleaudit.errors import OracleAuditError
+    from oracleaudit.files import check_output_dir
     from oracleaudit.terminal import print_json
 
     if args.fail_under is not None and not 0 <= args.fail_under <= 1:
         raise OracleAuditError(f"--fail-under must be between 0 and 1, got {args.fail_under}")
     if args.top < 0:
         raise OracleAuditError(f"--top must be ≥ 0, got {args.top}")
+    if args.out is not None:
+        check_output_dir(args.out)
     oracles = _oracles(args.oracle)
-    evidence, mutants = _evidence_paths(args)
-    audit = scoring.Audit.load(evidence, mutants)
+    audit = _load_audit(args)
     results = scoring.score(audit, oracles, by=args.by, top=args.top)
     if args.out is not None:
         scoring.write_outputs(args.out, audit, oracles, results)
     if args.json:
         print_json(results[0] if len(results) == 1 else results)
     else:
-        terminal.table(f"Oracles ({results[0]['mutants']} mutants, {results[0]['problems']} problems)",
-                          ["oracle", "witnessed", "killed", "detection", "escaped", "unobserved", "false alarms"],
-                          [[r["oracle"], r["witnessed"], r["killed"], _pct(r["detection"]), r["escaped"],
-                            r["unobserved"], r["false_alarms"]] for r in results])
-        if any(r["unobserved"] for r in results):
-            print("unobserved: witnessed mutants not killed whose rows on some input of the oracle are missing or "
-                  "inferred (a crash or hang cut their run short); they count neither as caught nor as escaped",
-                  file=sys.stderr)
-        for r in results:
-            if r["inexact_verdicts"]:
-                print(f"oracleaudit: {r['oracle']}: {r['inexact_verdicts']} verdicts cannot be proven from the "
-                      "evidence (see oracleaudit/scoring/verdicts.py)", file=sys.stderr)
-        families = sorted({f for r in results for f in r["by_family"]})
-        terminal.table("Detection by family", ["family", *[r["oracle"] for r in results]],
-                          [[f, *[_cell(r["by_family"].get(f)) for r in results]] for f in families])
-        for name in args.by:
-            if name == "family":
-                continue
-            keys = sorted({k for r in results for k in r[f"by_{name}"]})
-            terminal.table(f"Detection by {name}", [name, *[r["oracle"] for r in results]],
-                              [[k, *[_cell(r[f"by_{name}"].get(k)) for r in results]] for k in keys])
-        for r in results:
-            if r.get("warning"):
-                print(f"oracleaudit: {r['oracle']}: {r['warning']}", file=sys.stderr)
-            if r["escaped_top"]:
-                print(f"\n{r['oracle']}: {r['escaped']} witnessed mutants escape; the {len(r['escaped_top'])} "
-                      "most wrong:")
-                for e in r["escaped_top"]:
-                    error = "" if e["witness_error"] is None else f"; largest error vs fp64 {e['witness_error']:.3g}"
-                    print(f"  {e['mutant_id']}  {e['problem']}  {e['rule']}  (witness: {e['witness_kind']} on "
-                          f"{e['witness_input']}{error})")
-                    diff = audit.diff(e["mutant_id"])
-                    for line in (diff or "").splitlines()[2:12]:
-                        if line.startswith(("+", "-")):
-                            print(f"      {line}")
+        terminal.score_summary(results, args.by, audit.diff)
         if args.out is not None:
             print(f"\nwritten to {args.out}")
     if args.fail_under is not None:
@@ -342,17 +373,6 @@ def _run_score(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pct(value) -> str:
-    return "n/a" if value is None else f"{100 * value:.1f}%"
-
-
-def _cell(group) -> str:
-    if not group:
-        return ""
-    observed = group["witnessed"] - group.get("unobserved", 0)
-    return f"{_pct(group['detection'])} ({group['killed']}/{observed})"
-
-
 @command
 def register_report(sub: argparse._SubParsersAction) -> None:
     from oracleaudit.reporting.command import add_arguments, run  # light: matplotlib loads when it runs
@@ -361,7 +381,7 @@ def register_report(sub: argparse._SubParsersAction) -> None:
         "report", help="write an HTML/Markdown report with figures and mutation-testing-elements JSON (CPU only)",
         description="Score oracles on the evidence and write report.html (self-contained), report.md with "
                     "figures/*.png, and mte/<oracle>.json (mutation-testing-elements, schemaVersion 2).")
-    _add_evidence_args(parser)
+    _add_evidence_args(parser, table_format=False)  # its --format names the report's files
     add_arguments(parser)
     parser.set_defaults(handler=lambda args: run(args, *_evidence_paths(args)))
 
@@ -411,17 +431,19 @@ def register_minimize(sub: argparse._SubParsersAction) -> None:
 def _run_minimize(args: argparse.Namespace) -> int:
     import contextlib
 
-    from oracleaudit import minimization, scoring, terminal
+    from oracleaudit import minimization, terminal
     from oracleaudit.errors import OracleAuditError
+    from oracleaudit.files import check_output_dir
     from oracleaudit.scoring.oracle import Oracle, catalog
     from oracleaudit.terminal import print_json
 
     if args.curve < 1:
         raise OracleAuditError(f"--curve must be ≥ 1, got {args.curve}")
+    if args.out is not None:
+        check_output_dir(args.out)
     base = Oracle.load(args.base)
     judges = _oracles(args.judge or catalog())
-    evidence, mutants = _evidence_paths(args)
-    audit = scoring.Audit.load(evidence, mutants)
+    audit = _load_audit(args)
     with contextlib.ExitStack() as stack:
         bar: dict = {}
 
@@ -511,7 +533,7 @@ def register_analyze(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_analyze(args: argparse.Namespace) -> int:
-    from oracleaudit import scoring, terminal
+    from oracleaudit import terminal
     from oracleaudit.errors import OracleAuditError
     from oracleaudit.scoring import analysis
     from oracleaudit.terminal import print_json
@@ -527,8 +549,7 @@ def _run_analyze(args: argparse.Namespace) -> int:
         bad = [t for t in args.tolerance if not 0 <= t < float("inf")]
         if bad:
             raise OracleAuditError(f"--tolerance must be a finite number ≥ 0, got {bad[0]:g}")
-    evidence, mutants = _evidence_paths(args)
-    audit = scoring.Audit.load(evidence, mutants)
+    audit = _load_audit(args)
     oracle = oracles[0]
     if args.analysis == "tolerance-curve":
         result = analysis.tolerance_curve(audit, oracle, *([args.tolerance] if args.tolerance else []))

@@ -10,6 +10,8 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+from oracleaudit.errors import OracleAuditError
+
 
 def _umask_mode() -> int:
     mask = os.umask(0)
@@ -49,3 +51,42 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _nearest_existing(path: Path) -> Path:
+    """`path` itself or its closest ancestor that exists (the folder a new output would be made in)."""
+    path = Path(os.path.abspath(path))
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _check_creatable(path: Path, option: str) -> None:
+    base = _nearest_existing(path.parent)
+    if not base.is_dir():
+        raise OracleAuditError(f"{option} {path}: {base} is a file, not a folder")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise OracleAuditError(f"{option} {path}: cannot write in {base} (permission denied)")
+
+
+def check_output_dir(path: Path, option: str = "--out") -> None:
+    """Refuse, before any work, an output folder that cannot be written: an existing file, or a folder (or
+    the closest existing ancestor of a new one) without write permission. Creates nothing."""
+    path = Path(path)
+    if path.exists():
+        if not path.is_dir():
+            raise OracleAuditError(f"{option} {path}: is a file, not a folder")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise OracleAuditError(f"{option} {path}: cannot write in this folder (permission denied)")
+        return
+    _check_creatable(path, option)
+
+
+def check_output_file(path: Path, option: str = "--out") -> None:
+    """Refuse, before any work, an output file that cannot be written (a folder, or an unwritable place)."""
+    path = Path(path)
+    if path.is_dir():
+        raise OracleAuditError(f"{option} {path}: is a folder, not a file")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise OracleAuditError(f"{option} {path}: cannot write this file (permission denied)")
+    _check_creatable(path, option)

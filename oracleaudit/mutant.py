@@ -82,7 +82,7 @@ class Mutant:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as err:
-            raise OracleAuditError(f"{where}: not JSON ({err.msg})") from None
+            raise OracleAuditError(f"{where}: not JSON ({err.msg}: column {err.colno})") from None
         version = record.pop("schema_version", None)
         if version != MUTANTS_SCHEMA_VERSION:
             raise OracleAuditError(f"{where}: schema_version must be {MUTANTS_SCHEMA_VERSION}, got {version!r}")

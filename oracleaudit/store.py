@@ -414,7 +414,7 @@ class EvidenceStore:
         wanted = None if columns is None or expression is not None else [c for c in columns if not old or c != "inferred"]
         try:
             table = handle.read(columns=wanted)
-        except (OSError, pa.ArrowInvalid) as err:
+        except (OSError, pa.ArrowException) as err:  # a corrupt page: ZSTD, dictionary index, ...
             raise OracleAuditError(f"{path}: cannot be read ({err})") from None
         if old and (wanted is None or "inferred" in columns):
             table = table.append_column(OBSERVATION_SCHEMA.field("inferred"), pa.nulls(table.num_rows, pa.bool_()))

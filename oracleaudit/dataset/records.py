@@ -57,7 +57,7 @@ def read_records(path: Path) -> dict[tuple[int, int], dict[str, Any]]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as err:
-            raise OracleAuditError(f"{path}:{lineno}: not a JSON line ({err.msg})") from None
+            raise OracleAuditError(f"{path}:{lineno}: not a JSON line ({err.msg}: column {err.colno})") from None
         records[_record_key(record, f"{path}:{lineno}")] = record
     return records
 

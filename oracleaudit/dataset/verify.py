@@ -322,9 +322,10 @@ class VerifyReport:
         """A table (problem, verified, worst excess, what failed), then the unpaired solutions."""
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
         console = console or Console()
-        table = Table(title=f"verification records: {self.out}")
+        table = Table(title=Text(f"verification records: {self.out}"))
         table.add_column("problem")
         table.add_column("verified")
         table.add_column("worst excess", justify="right")
@@ -338,12 +339,12 @@ class VerifyReport:
                 notes = f"all {o.checks} checks failed"
             if o.status == "failed" and o.log:
                 notes = f"{notes} (log: {o.log})"
-            table.add_row(o.problem.label, f"[{styles[o.status]}]{verdict}[/]", worst, notes)
+            table.add_row(Text(o.problem.label), Text(verdict, style=styles[o.status]), worst, Text(notes))
         console.print(table)
         for u in self.unpaired:
-            console.print(f"[yellow]unpaired[/] {u.path}: {u.reason}")
+            console.print(Text.assemble(("unpaired", "yellow"), f" {u.path}: {u.reason}"))
         if self.logs is not None:
-            console.print(f"logs: {self.logs}")
+            console.print(Text(f"logs: {self.logs}"))
 
 
 def default_jobs() -> int:

@@ -118,7 +118,10 @@ def find_mutants(paths: list[Path] | None, rules: list[Rule], problems: Path | N
             if tree.error_lines:
                 where = unit.raw_offsets[_char_index(unit.text, tree.data, _line_start(tree.data, tree.error_lines[0]))]
                 line, _ = line_col(unit.file_text, where)
-                errors.append(f"{path}:{line}: CUDA does not parse (syntax error); file skipped")
+                cuda_line = tree.error_lines[0]
+                near = unit.text.splitlines()[cuda_line - 1].strip()[:60] if unit.text.strip() else ""
+                errors.append(f"{path}:{line}: CUDA does not parse (syntax error on line {cuda_line} of the CUDA "
+                              f"source, at or just before {near!r}); file skipped")
                 broken = True
                 continue
             facts = analyse(tree.clone_view(keep_host=False))

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from oracleaudit.errors import OracleAuditError
+from oracleaudit.files import check_output_dir
 
 __all__ = ["FORMATS", "add_arguments", "make_report", "run"]
 
@@ -138,6 +139,7 @@ def run(args: argparse.Namespace, evidence: Path, mutants: Path) -> int:
     if args.top < 0:
         raise OracleAuditError(f"--top must be ≥ 0, got {args.top}")
     formats = _formats(args.format)
+    check_output_dir(args.out)  # before any scoring: an unwritable --out fails on one line
     label = "the bundled kill_matrix/" if args.evidence is None else str(args.evidence)
     start = time.perf_counter()
     result = make_report(evidence, mutants, oracle_names=args.oracle or catalog(), out=args.out, formats=formats,

@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from oracleaudit.errors import OracleAuditError
-from oracleaudit.mutant import DIFFS_DIR, PENDING, read_mutants
+from oracleaudit.files import file_sha256
+from oracleaudit.mutant import DIFFS_DIR, MUTANTS_FILE, PENDING, read_mutants
 from oracleaudit.scoring.observations import Observations
 from oracleaudit.scoring.oracle import Oracle
 from oracleaudit.scoring.verdicts import Verdicts, verdicts
@@ -45,20 +46,28 @@ class Audit:
     mutants_dir: Path | None = None
     margin: Margin = Margin()
     excluded: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # mismatches worth a line on stderr (see `load`)
     _cache: dict[Any, "Verdicts"] = field(default_factory=dict, repr=False)
 
     @classmethod
     def load(cls, evidence: Path | str, mutants: Path | str, margin: Margin = Margin()) -> "Audit":
-        """Read an evidence store and the `mutants.jsonl` of the mutants it ran."""
+        """Read an evidence store and the `mutants.jsonl` of the mutants it ran. `warnings` notes a mutants
+        file other than the store's whose mutants the store holds but the file lacks, and a mutants folder
+        without `diffs/`."""
         evidence, mutants = Path(evidence), Path(mutants)
-        obs = Observations.read(EvidenceStore(evidence))
+        store = EvidenceStore(evidence)
+        obs = Observations.read(store)
         records = read_mutants(mutants)
-        return cls.from_parts(obs, records, mutants if mutants.is_dir() else mutants.parent, margin,
-                              where=f"{evidence}")
+        folder = mutants if mutants.is_dir() else mutants.parent
+        mutants_file = mutants / MUTANTS_FILE if mutants.is_dir() else mutants
+        audit = cls.from_parts(obs, records, folder, margin, where=f"{evidence}", mutants_file=mutants_file)
+        audit.warnings += _mismatches(store, mutants_file, folder, audit.excluded["unknown_in_store"])
+        return audit
 
     @classmethod
     def from_parts(cls, obs: Observations, records: Sequence[Any], mutants_dir: Path | None = None,
-                   margin: Margin = Margin(), where: str = "the evidence store") -> "Audit":
+                   margin: Margin = Margin(), where: str = "the evidence store",
+                   mutants_file: Path | str = "mutants.jsonl") -> "Audit":
         if obs.num_rows == 0:
             raise OracleAuditError(f"{where}: the evidence store holds no observations")
         frame = obs.frame
@@ -70,7 +79,7 @@ class Audit:
                                "status": m.status, "source": m.source, "problem_file": m.problem_file}
                               for m in records])
         if table.empty:
-            raise OracleAuditError("mutants.jsonl lists no mutants")
+            raise OracleAuditError(f"{mutants_file}: lists no mutants")
         excluded = {"not_pending": int((table["status"] != PENDING).sum())}
         table = table[table["status"] == PENDING]
         units = frame[["problem", "mutant_id", "kernel"]].drop_duplicates("kernel")
@@ -85,7 +94,7 @@ class Audit:
         stored = set(units.loc[~units["mutant_id"].isin([ORIGINAL, REFERENCE]), "mutant_id"])
         excluded["unknown_in_store"] = len(stored - set(joined["mutant_id"]))
         if joined.empty:
-            raise OracleAuditError(f"{where}: none of the {len(table)} compiled mutants of mutants.jsonl has "
+            raise OracleAuditError(f"{where}: none of the {len(table)} compiled mutants of {mutants_file} has "
                                    "observations in the evidence store (is it the store of these mutants?)")
         joined["level"] = [_level(p) for p in joined["problem"]]
         joined = joined.sort_values("kernel").reset_index(drop=True)
@@ -117,6 +126,22 @@ class Audit:
             return None
         path = self.mutants_dir / DIFFS_DIR / f"{mutant_id}.diff"
         return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+
+
+def _mismatches(store: EvidenceStore, mutants_file: Path, folder: Path, unknown: int) -> list[str]:
+    """Warnings for a mutants folder that does not match the store: a mutants file that is not the one the
+    store was made with (`mutants_sha256`) and lacks mutants the store observed (a subset, e.g. the bundle's,
+    or mutate run again, is fine), and a folder without `diffs/` (escapes would print without their diffs)."""
+    warnings = []
+    recorded = store.meta.get("mutants_sha256")
+    if unknown and recorded is not None and recorded != file_sha256(mutants_file):
+        warnings.append(f"{mutants_file}: not the mutants file {store.path} was made with (sha256 "
+                        f"{file_sha256(mutants_file)[:12]}, the store records {recorded[:12]}); {unknown} mutants "
+                        "observed in the store are missing from it and are not scored")
+    if not (folder / DIFFS_DIR).is_dir():
+        warnings.append(f"{folder}: no {DIFFS_DIR}/ folder; escaped mutants are shown and written without their "
+                        "diffs")
+    return warnings
 
 
 def _oracle_key(oracle: Oracle) -> Any:

@@ -5,7 +5,8 @@ Output folder (`write_outputs`, the `--out DIR` of `oracleaudit score`)
                           witness_kind, witness_input, witness_error, then one boolean column per oracle
                           (killed); schema_version in the Parquet metadata
     scores.json           the per-oracle results (the `--json` output)
-    escaped/<oracle>.jsonl  every witnessed mutant the oracle did not kill, with its witness and diff
+    escaped/<oracle>.jsonl  every witnessed mutant the oracle did not kill, with its witness and diff (one
+                          file per scored oracle: those of oracles an earlier call scored are removed)
     unwitnessed.jsonl     every scored mutant no input witnesses (possibly equivalent, possibly just hard),
                           with the oracles that reject it anyway
 """
@@ -88,7 +89,15 @@ def write_outputs(out: Path, audit: Audit, oracles: Sequence[Oracle], scores: Se
         path = out / ESCAPED_DIR / f"{oracle.name}.jsonl"
         write_atomic(path, "".join(line + "\n" for line in lines))
         written.append(path)
+    _remove_stale_escapes(out / ESCAPED_DIR, written)
     return written
+
+
+def _remove_stale_escapes(folder: Path, written: Sequence[Path]) -> None:
+    """Delete the `escaped/<oracle>.jsonl` of oracles this call did not score: left by an earlier `score
+    --out` with other oracles, they would sit beside a kill matrix that lacks them."""
+    for stale in sorted(set(folder.glob("*.jsonl")) - set(written)):
+        stale.unlink()
 
 
 def read_kill_matrix(path: Path) -> pd.DataFrame:

@@ -251,14 +251,14 @@ def test_the_merge_command_unions_stores_reports_bad_ones_and_merges_the_rest(tm
     # running it again adds nothing; a target that is one of the sources is refused for that source only
     assert main(["merge", str(tmp_path / "a"), "--into", str(tmp_path / "all")]) == 0
     assert "0 rows added" in capsys.readouterr().out
-    assert main(["merge", str(tmp_path / "all"), "--into", str(tmp_path / "all")]) == 1
+    assert main(["merge", str(tmp_path / "all"), "--into", str(tmp_path / "all")]) == 2  # nothing done
     assert "is the target store itself" in capsys.readouterr().err
 
 
 def test_the_merge_command_without_any_readable_store_says_why_in_one_line_per_file(tmp_path: Path, capsys):
     from oracleaudit.cli import main
 
-    assert main(["merge", str(tmp_path / "missing"), "--into", str(tmp_path / "all")]) == 1
+    assert main(["merge", str(tmp_path / "missing"), "--into", str(tmp_path / "all")]) == 2  # nothing done
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and err[0].endswith("missing/manifest.json: no such file (not an evidence store)")
     assert err[1].endswith("all/manifest.json: no such file, and no readable source store to make it from")

@@ -1,0 +1,45 @@
+"""Fixtures of the shared tests: a small real evidence store with its mutants, and CUDA whose code looks like
+rich markup."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from oracleaudit.mutant import DIFFS_DIR, MUTANTS_FILE
+from oracleaudit.shipped import shipped_dir
+from oracleaudit.store import EvidenceStore
+
+BUNDLE = shipped_dir("kill_matrix")
+PROBLEMS = ("level1/19_ReLU", "level1/23_Softmax")
+
+
+@pytest.fixture(scope="session")
+def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real evidence store (`evidence/`) and mutants folder (`mutants/`): the bundled evidence of two
+    problems (every row of their references, originals and mutants), with those mutants' lines and diffs."""
+    root = tmp_path_factory.mktemp("small")
+    bundled = EvidenceStore(BUNDLE / "evidence").open()
+    table = bundled.read_table(filters=[("problem", "in", list(PROBLEMS))])
+    EvidenceStore(root / "evidence").create(bundled.meta).append(table.to_pylist())
+    lines = [line for line in (BUNDLE / "mutants" / MUTANTS_FILE).read_text().splitlines()
+             if json.loads(line)["problem"] in PROBLEMS]
+    (root / "mutants" / DIFFS_DIR).mkdir(parents=True)
+    (root / "mutants" / MUTANTS_FILE).write_text("".join(line + "\n" for line in lines))
+    for line in lines:
+        name = f"{json.loads(line)['id']}.diff"
+        shutil.copy2(BUNDLE / "mutants" / DIFFS_DIR / name, root / "mutants" / DIFFS_DIR / name)
+    return root
+
+
+@pytest.fixture
+def kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """`k.cu` in a fresh working folder: valid CUDA whose code holds text rich reads as markup (`[/*out*/i]`)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "k.cu").write_text("__global__ void k(const float* x, float* y, int n) {\n"
+                                   "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                                   "    if (i < n) y[/*out*/i] = x[i] * 2.0f;\n}\n")
+    return tmp_path / "k.cu"
