@@ -53,6 +53,13 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 @command
+def register_refcheck(sub: argparse._SubParsersAction) -> None:
+    from oracleaudit.refcheck.command import register  # the handler lives in its stage
+
+    register(sub)
+
+
+@command
 def register_mutate(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "mutate", help="inject compilable faults into CUDA solutions",
