@@ -283,6 +283,7 @@ def register_score(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--top", type=int, default=10, metavar="N", help="escaped mutants to show (default 10)")
     parser.add_argument("--out", type=Path, metavar="DIR",
                         help="write kill_matrix.parquet, scores.json and escaped/<oracle>.jsonl here")
+    parser.add_argument("--refcheck", type=Path, metavar="FILE", help="label false alarms by a refcheck.jsonl's verdicts")
     parser.set_defaults(handler=_run_score)
 
 
@@ -299,6 +300,12 @@ def _run_score(args: argparse.Namespace) -> int:
     evidence, mutants = _evidence_paths(args)
     audit = scoring.Audit.load(evidence, mutants)
     results = scoring.score(audit, oracles, by=args.by, top=args.top)
+    if args.refcheck is not None:
+        from oracleaudit.refcheck import read_verdicts
+        from oracleaudit.scoring.analysis import label_false_alarms
+
+        verdicts = read_verdicts(args.refcheck)
+        results = [label_false_alarms(r, verdicts.get(r["oracle"], {})) for r in results]
     if args.out is not None:
         scoring.write_outputs(args.out, audit, oracles, results)
     if args.json:
@@ -326,6 +333,9 @@ def _run_score(args: argparse.Namespace) -> int:
             terminal.table(f"Detection by {name}", [name, *[r["oracle"] for r in results]],
                               [[k, *[_cell(r[f"by_{name}"].get(k)) for r in results]] for k in keys])
         for r in results:
+            if r.get("false_alarms_unrefereeable"):
+                print(f"{r['oracle']}: {r['false_alarms_unrefereeable']} of {r['false_alarms']} false alarms are on "
+                      "problems whose fp32 reference is unrefereeable (refcheck)")
             if r.get("warning"):
                 print(f"oracleaudit: {r['oracle']}: {r['warning']}", file=sys.stderr)
             if r["escaped_top"]:
@@ -501,6 +511,7 @@ def register_analyze(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--tolerance", type=float, metavar="T", action="append",
                         help="tolerance-curve: the tolerances (repeatable; default the evidence grid); "
                              "ceiling: the tolerance (default the oracle's own)")
+    parser.add_argument("--refcheck", type=Path, metavar="FILE", help="unrefereeable: add a refcheck.jsonl's verdicts")
     parser.set_defaults(handler=_run_analyze)
 
 
@@ -521,6 +532,8 @@ def _run_analyze(args: argparse.Namespace) -> int:
         bad = [t for t in args.tolerance if not 0 <= t < float("inf")]
         if bad:
             raise OracleAuditError(f"--tolerance must be a finite number ≥ 0, got {bad[0]:g}")
+    if args.refcheck is not None and args.analysis != "unrefereeable":
+        raise OracleAuditError(f"--refcheck applies to unrefereeable, not {args.analysis}")
     evidence, mutants = _evidence_paths(args)
     audit = scoring.Audit.load(evidence, mutants)
     oracle = oracles[0]
@@ -549,10 +562,13 @@ def _run_analyze(args: argparse.Namespace) -> int:
                  [[f["family"], f["trials"], f["rejected"], _pct(f["rate"])] for f in result["families"]])
     elif args.analysis == "unrefereeable":
         result = analysis.unrefereeable(audit, oracle)
+        if args.refcheck is not None:
+            from oracleaudit.refcheck import read_verdicts
+            result = analysis.label_unrefereeable(result, read_verdicts(args.refcheck).get(oracle.name, {}))
         table = ("Problems whose fp32 reference fails the oracle against fp64",
-                 ["problem", "cause", "max error (finite)", "tolerance", "inputs"],
+                 ["problem", "cause", "max error (finite)", "tolerance", "inputs", "refcheck"],
                  [[p["problem"], p["cause"], f"{p['max_error']:.3g}" if p["max_error"] is not None else "",
-                   f"{p['tolerance']:g}", len(p["inputs"])] for p in result["problems"]])
+                   f"{p['tolerance']:g}", len(p["inputs"]), p.get("refcheck")] for p in result["problems"]])
     elif args.analysis == "attribution":
         result = analysis.attribution(audit, oracles[0], oracles[1])
         table = (f"Detection change {oracles[0].name} → {oracles[1].name}: {result['detection']['change']:+.4f} "
