@@ -48,11 +48,15 @@ def find_problems(paths: Sequence[Path], root: Path | None) -> tuple[list[Proble
     found: dict[Path, Problem] = {}
     errors = []
     for path in map(Path, paths):
+        if not path.exists():
+            errors.append(f"{path}: no such problem file or folder")
+            continue
         try:
             for problem in (discover_problems(path) if path.is_dir() else [problem_at(path)]):
                 found.setdefault(problem.path.resolve(), problem)
         except OracleAuditError as err:
-            errors.append(str(err))
+            errors.append(str(err) if path.is_dir() else
+                          f"{path}: not a problem file (expected ROOT/levelL/{{id}}_{{Name}}.py)")
     return list(found.values()), errors
 
 

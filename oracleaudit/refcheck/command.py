@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if not problems:
         raise OracleAuditError("no problem to check")
     tallies = ("refereeable", "unrefereeable", "fp64_incompatible", "failed", "skipped")
-    with progress_bar("refcheck", len(problems), enabled=sys.stderr.isatty(), tallies=tallies) as advance:
+    with progress_bar("refcheck", len(problems), enabled=not args.json, tallies=tallies) as advance:
         path = check_references(problems, oracles, args.out, device=args.device, pool=args.pool,
                                 timeout_s=args.timeout, progress=advance)
     result = summary(path, problems, oracles, args.device)
