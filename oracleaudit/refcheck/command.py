@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from oracleaudit.errors import OracleAuditError
     from oracleaudit.refcheck import check_references, find_problems, summary
     from oracleaudit.scoring.oracle import Oracle
-    from oracleaudit.terminal import print_json, progress_bar, table
+    from oracleaudit.terminal import plain_table, print_json, progress_bar
 
     oracles = [Oracle.load(name) for name in (args.oracle or ["kernelbench"])]
     problems, errors = find_problems(args.paths, args.problems)
@@ -74,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
             else:
                 cells.append(f"{r['verdict']}: {r['reason']}")
         rows.append([p["problem"], *cells, f"{p['seconds']:.1f}"])
-    table(f"Can each oracle referee the problem's own fp32 reference against fp64? ({args.device}; ×margin = "
-          "needed / own tolerance)", ["problem", *names, "seconds"], rows)
+    plain_table(f"Can each oracle referee the problem's own fp32 reference against fp64? ({args.device}; ×margin = "
+                "needed / own tolerance)", ["problem", *names, "seconds"], rows)
     for name in names:
         print(f"{name}: {len(result['unrefereeable'][name])} unrefereeable, {len(result['refereeable'][name])} "
               f"refereeable of {len(result['problems'])} problems")

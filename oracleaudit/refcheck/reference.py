@@ -17,7 +17,6 @@ inside `forward`): then the fp64 run is no truth to referee with.
 from __future__ import annotations
 
 import copy
-import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -49,7 +48,6 @@ class Measured:
     failed: str | None = None
     incompatible: str | None = None
     dropped: list[str] = field(default_factory=list)
-    seconds: float = 0.0
 
 
 class _Incompatible(Exception):
@@ -58,7 +56,6 @@ class _Incompatible(Exception):
 
 def measure_problem(task: Task) -> Measured:
     """The reference rows of one problem (see the module docstring); never raises for a problem's fault."""
-    started = time.perf_counter()
     result = Measured()
     try:
         _measure_into(result, task)
@@ -66,7 +63,6 @@ def measure_problem(task: Task) -> Measured:
         result.rows, result.incompatible = {}, str(err)
     except Exception as err:  # the problem's own code failed: the reference cannot be checked
         result.rows, result.failed = {}, first_line(err)
-    result.seconds = time.perf_counter() - started
     return result
 
 
@@ -77,7 +73,7 @@ def _measure_into(result: Measured, task: Task) -> None:
     problem = problem_at(task.problem_path)
     pool = Pool.load(task.pool)
     wanted = [e for e in pool.entries if e.key in set(task.keys)]
-    drawn = replace(pool, entries=tuple(wanted), _plans={})  # only the variants the oracles draw are resolved
+    drawn = replace(pool, entries=tuple(wanted))  # only the shape variants the oracles draw are resolved
     entries = drawn.entries_for(problem)
     result.dropped = sorted(set(task.keys) - {e.key for e in entries})
     groups: dict[Any, list] = {}

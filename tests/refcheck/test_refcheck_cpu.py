@@ -32,6 +32,11 @@ def refcheck(capsys: pytest.CaptureFixture, *args: str) -> dict:
     return json.loads(capsys.readouterr().out)
 
 
+def without_seconds(result: dict) -> list[dict]:
+    """The per-problem results less their wall time (the one field that changes from run to run)."""
+    return [{k: v for k, v in p.items() if k != "seconds"} for p in result["problems"]]
+
+
 def test_verdicts_isolation_and_resume(root: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / "out"
     result = refcheck(capsys, "--problems", str(root), "--out", str(out))
@@ -54,8 +59,7 @@ def test_verdicts_isolation_and_resume(root: Path, tmp_path: Path, capsys: pytes
     again = refcheck(capsys, "--problems", str(root), "--out", str(out))  # only the failed problem runs again
     records = read_records(out / RESULTS_FILE)
     assert len(records) == 5 and records[-1]["problem"] == "level1/4_Segfault"
-    strip = lambda r: [{k: v for k, v in p.items() if k != "seconds"} for p in r["problems"]]  # noqa: E731
-    assert strip(again) == strip(result)
+    assert without_seconds(again) == without_seconds(result)
 
 
 def test_needed_tolerance_is_the_threshold(root: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
