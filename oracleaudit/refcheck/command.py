@@ -37,10 +37,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def _number(value: float | None) -> str:
-    return "" if value is None else f"{value:.3g}"
-
-
 def run(args: argparse.Namespace) -> int:
     from oracleaudit.errors import OracleAuditError
     from oracleaudit.refcheck import check_references, find_problems, summary
@@ -69,10 +65,12 @@ def run(args: argparse.Namespace) -> int:
             r = p["oracles"].get(name)
             if r is None:
                 cells.append("")
-            elif r["verdict"] in ("refereeable", "unrefereeable"):
-                cells.append(f"{r['verdict']} ×{_number(r['margin'])} (needs {_number(r['needed_tolerance'])})")
-            else:
+            elif r["reason"] is not None:
                 cells.append(f"{r['verdict']}: {r['reason']}")
+            elif r["needed_tolerance"] is None:
+                cells.append(f"{r['verdict']} (no tolerance suffices)")
+            else:
+                cells.append(f"{r['verdict']} ×{r['margin']:.3g} (needs {r['needed_tolerance']:.3g})")
         rows.append([p["problem"], *cells, f"{p['seconds']:.1f}"])
     plain_table(f"Can each oracle referee the problem's own fp32 reference against fp64? ({args.device}; ×margin = "
                 "needed / own tolerance)", ["problem", *names, "seconds"], rows)
