@@ -69,6 +69,13 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 @command
+def register_refcheck(sub: argparse._SubParsersAction) -> None:
+    from oracleaudit.refcheck.command import register  # the handler lives in its stage
+
+    register(sub)
+
+
+@command
 def register_mutate(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "mutate", help="inject compilable faults into CUDA solutions",
@@ -339,6 +346,7 @@ def register_score(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--top", type=int, default=10, metavar="N", help="escaped mutants to show (default 10)")
     parser.add_argument("--out", type=Path, metavar="DIR",
                         help="write kill_matrix.parquet, scores.json and escaped/<oracle>.jsonl here")
+    parser.add_argument("--refcheck", type=Path, metavar="FILE", help="label false alarms by a refcheck.jsonl's verdicts")
     parser.set_defaults(handler=_run_score)
 
 
@@ -357,6 +365,12 @@ def _run_score(args: argparse.Namespace) -> int:
     oracles = _oracles(args.oracle)
     audit = _load_audit(args)
     results = scoring.score(audit, oracles, by=args.by, top=args.top)
+    if args.refcheck is not None:
+        from oracleaudit.refcheck import read_verdicts
+        from oracleaudit.scoring.analysis import label_false_alarms
+
+        verdicts = read_verdicts(args.refcheck)
+        results = [label_false_alarms(r, verdicts.get(r["oracle"], {})) for r in results]
     if args.out is not None:
         scoring.write_outputs(args.out, audit, oracles, results)
     if args.json:
@@ -465,26 +479,7 @@ def _run_minimize(args: argparse.Namespace) -> int:
     if args.json:
         print_json(r)
         return 0
-    terminal.table(f"Suites of at most {r['budget']} inputs per problem ({r['mutants']} witnessed mutants, "
-                   f"{len(r['problems'])} problems, tolerance {r['tolerance']})",
-                   ["suite", "detection", "false alarms"],
-                   [["integer program (in sample, scored)", _pct(r["in_sample_detection"]), r["suite_false_alarms"]],
-                    ["greedy (in sample)", _pct(r["greedy_detection"]), ""],
-                    *[[f"held out by {mode}", _pct(v), ""] for mode, v in r["heldout_detection"].items()],
-                    [f"{r['base']} as published", _pct(r["base_detection"]), ""]])
-    terminal.table("Detection by K", ["K", "in sample", "greedy", "held out"],
-                   [[p["budget"], _pct(p["in_sample"]), _pct(p["greedy"]), _pct(p["heldout"])] for p in r["curve"]])
-    for mode, groups in r["heldout_groups"].items():
-        if mode == "family":
-            terminal.table("Each family held out", ["family", "caught", "escaped", "detection"],
-                           [[g, t["caught"], t["escaped"], _pct(t["detection"])] for g, t in groups.items()])
-    sub = r["subsumption"]
-    print(f"dominator mutants: {sub['dominators']} (minimal set {sub['minimal_set_size']} of {sub['catchable']} "
-          f"catchable); dominator score: " + ", ".join(f"{k} {_pct(v)}" for k, v in sub["dominator_score"].items()))
-    if r.get("warning"):
-        print(f"oracleaudit: {r['warning']}", file=sys.stderr)
-    print(f"{r['runtime_s']:.1f} s" + (f"; written to {args.out} (suite.toml, minimize.json, suite.md)"
-                                       if args.out is not None else "; --out DIR writes the suite"))
+    terminal.minimize_summary(r, args.out)
     return 0
 
 
@@ -529,6 +524,7 @@ def register_analyze(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--tolerance", type=float, metavar="T", action="append",
                         help="tolerance-curve: the tolerances (repeatable; default the evidence grid); "
                              "ceiling: the tolerance (default the oracle's own)")
+    parser.add_argument("--refcheck", type=Path, metavar="FILE", help="unrefereeable: add a refcheck.jsonl's verdicts")
     parser.set_defaults(handler=_run_analyze)
 
 
@@ -549,6 +545,8 @@ def _run_analyze(args: argparse.Namespace) -> int:
         bad = [t for t in args.tolerance if not 0 <= t < float("inf")]
         if bad:
             raise OracleAuditError(f"--tolerance must be a finite number ≥ 0, got {bad[0]:g}")
+    if args.refcheck is not None and args.analysis != "unrefereeable":
+        raise OracleAuditError(f"--refcheck applies to unrefereeable, not {args.analysis}")
     audit = _load_audit(args)
     oracle = oracles[0]
     if args.analysis == "tolerance-curve":
@@ -576,10 +574,13 @@ def _run_analyze(args: argparse.Namespace) -> int:
                  [[f["family"], f["trials"], f["rejected"], _pct(f["rate"])] for f in result["families"]])
     elif args.analysis == "unrefereeable":
         result = analysis.unrefereeable(audit, oracle)
+        if args.refcheck is not None:
+            from oracleaudit.refcheck import read_verdicts
+            result = analysis.label_unrefereeable(result, read_verdicts(args.refcheck).get(oracle.name, {}))
         table = ("Problems whose fp32 reference fails the oracle against fp64",
-                 ["problem", "cause", "max error (finite)", "tolerance", "inputs"],
+                 ["problem", "cause", "max error (finite)", "tolerance", "inputs", "refcheck"],
                  [[p["problem"], p["cause"], f"{p['max_error']:.3g}" if p["max_error"] is not None else "",
-                   f"{p['tolerance']:g}", len(p["inputs"])] for p in result["problems"]])
+                   f"{p['tolerance']:g}", len(p["inputs"]), p.get("refcheck")] for p in result["problems"]])
     elif args.analysis == "attribution":
         result = analysis.attribution(audit, oracles[0], oracles[1])
         table = (f"Detection change {oracles[0].name} → {oracles[1].name}: {result['detection']['change']:+.4f} "

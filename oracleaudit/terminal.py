@@ -182,6 +182,9 @@ def score_summary(results: list[dict], by: Sequence[str], diff_of: Callable[[str
         table(f"Detection by {name}", [name, *[r["oracle"] for r in results]],
               [[k, *[_detection_cell(r[f"by_{name}"].get(k)) for r in results]] for k in keys])
     for r in results:
+        if r.get("false_alarms_unrefereeable"):
+            print(f"{r['oracle']}: {r['false_alarms_unrefereeable']} of {r['false_alarms']} false alarms are on "
+                  "problems whose fp32 reference is unrefereeable (refcheck)")
         if r.get("warning"):
             print(f"oracleaudit: {r['oracle']}: {r['warning']}", file=sys.stderr)
         if r["escaped_top"]:
@@ -217,3 +220,28 @@ def mutate_summary(summary: dict) -> None:
     console.print(timing)
     if summary.get("out"):
         console.print(f"written to {summary['out']}", markup=False)
+
+
+def minimize_summary(r: dict, out: Any) -> None:
+    """The minimize command's human output: the suites' detection, the K curve, each family held out, the
+    dominator mutants, and where the suite was written (`out`, or None)."""
+    table(f"Suites of at most {r['budget']} inputs per problem ({r['mutants']} witnessed mutants, "
+          f"{len(r['problems'])} problems, tolerance {r['tolerance']})",
+          ["suite", "detection", "false alarms"],
+          [["integer program (in sample, scored)", percent(r["in_sample_detection"]), r["suite_false_alarms"]],
+           ["greedy (in sample)", percent(r["greedy_detection"]), ""],
+           *[[f"held out by {mode}", percent(v), ""] for mode, v in r["heldout_detection"].items()],
+           [f"{r['base']} as published", percent(r["base_detection"]), ""]])
+    table("Detection by K", ["K", "in sample", "greedy", "held out"],
+          [[p["budget"], percent(p["in_sample"]), percent(p["greedy"]), percent(p["heldout"])] for p in r["curve"]])
+    for mode, groups in r["heldout_groups"].items():
+        if mode == "family":
+            table("Each family held out", ["family", "caught", "escaped", "detection"],
+                  [[g, t["caught"], t["escaped"], percent(t["detection"])] for g, t in groups.items()])
+    sub = r["subsumption"]
+    print(f"dominator mutants: {sub['dominators']} (minimal set {sub['minimal_set_size']} of {sub['catchable']} "
+          f"catchable); dominator score: " + ", ".join(f"{k} {percent(v)}" for k, v in sub["dominator_score"].items()))
+    if r.get("warning"):
+        print(f"oracleaudit: {r['warning']}", file=sys.stderr)
+    print(f"{r['runtime_s']:.1f} s" + (f"; written to {out} (suite.toml, minimize.json, suite.md)"
+                                       if out is not None else "; --out DIR writes the suite"))

@@ -22,8 +22,8 @@ from oracleaudit.scoring.verdicts import FAIL, SKIP, judge_rows
 from oracleaudit.status import ORIGINAL, REFERENCE, Status
 from oracleaudit.tensors import leaves
 
-__all__ = ["aggressiveness", "attribution", "blind_band", "input_family", "problem_sizes", "reduction_size",
-           "scale", "tolerance_curve", "unrefereeable"]
+__all__ = ["aggressiveness", "attribution", "blind_band", "input_family", "label_false_alarms", "label_unrefereeable",
+           "problem_sizes", "reduction_size", "scale", "tolerance_curve", "unrefereeable"]
 
 
 def _detection(audit: Audit, oracle: Oracle, mask: np.ndarray | None = None) -> tuple[int, int, float | None]:
@@ -242,6 +242,28 @@ def unrefereeable(audit: Audit, oracle: Oracle) -> dict[str, Any]:
                              "cause": "non-finite values" if part["nonfinite"].any() else "error above tolerance"})
     drawn = judged.groupby(f["problem"].to_numpy(dtype=object)[judged["row"].to_numpy()]).size()
     return {"oracle": oracle.name, "problems": problems, "problems_checked": int(len(drawn))}
+
+
+def label_false_alarms(result: dict[str, Any], refcheck: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """A score result with each false-alarm problem labelled by a refcheck results file's verdict on the
+    oracle's own fp32 reference (`refcheck`: that oracle's records by problem, read by the refcheck stage):
+    `false_alarm_refcheck` {problem: verdict or None} and `false_alarms_unrefereeable`, the false alarms an
+    unrefereeable reference explains (no correct kernel can be told from a wrong one there)."""
+    labels = {p: (refcheck.get(p) or {}).get("verdict") for p in result["false_alarm_problems"]}
+    result["false_alarm_refcheck"] = labels
+    result["false_alarms_unrefereeable"] = sum(v == "unrefereeable" for v in labels.values())
+    return result
+
+
+def label_unrefereeable(result: dict[str, Any], refcheck: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """An `unrefereeable` result with each problem's refcheck verdict (`refcheck` as for `label_false_alarms`)
+    and `refcheck_only`: the problems the refcheck file finds unrefereeable that the evidence does not show."""
+    for p in result["problems"]:
+        p["refcheck"] = (refcheck.get(p["problem"]) or {}).get("verdict")
+    shown = {p["problem"] for p in result["problems"]}
+    result["refcheck_only"] = sorted(p for p, r in refcheck.items() if r.get("verdict") == "unrefereeable"
+                                     and p not in shown)
+    return result
 
 
 def attribution(audit: Audit, before: Oracle, after: Oracle) -> dict[str, Any]:

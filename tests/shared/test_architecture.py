@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "oracleaudit"
-STAGES = ("mutation", "dataset", "execution", "scoring", "minimization", "reporting")  # pipeline order
+# pipeline order; refcheck after scoring: it judges references with scoring's rule and runs them as execution does
+STAGES = ("mutation", "dataset", "execution", "scoring", "refcheck", "minimization", "reporting")
 ENTRY = ("oracleaudit", "oracleaudit.__main__", "oracleaudit.cli", "oracleaudit.commands")  # may import anything
 MAX_LINES = 600
 
