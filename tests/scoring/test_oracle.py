@@ -14,7 +14,7 @@ from oracleaudit.pool import Pool
 from oracleaudit.scoring.oracle import COMPONENTS, Oracle, catalog, catalog_dir
 
 CATALOG = ["autokernel", "autokernel-ops", "fp64-fuzz", "kernelbench", "kernelbench-v0", "kernelbench-v0.1",
-           "kernelbench-verified", "kernelbench-x", "robust-kbench", "sol-execbench"]
+           "kernelbench-verified", "kernelbench-verified-strict", "kernelbench-x", "robust-kbench", "sol-execbench"]
 POOL_KEYS = Pool.load("default").keys()
 
 GOOD = """
