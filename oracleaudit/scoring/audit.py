@@ -15,6 +15,7 @@ import pandas as pd
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.files import file_sha256
 from oracleaudit.mutant import DIFFS_DIR, MUTANTS_FILE, PENDING, read_mutants
+from oracleaudit.scoring.casting import cast_failures
 from oracleaudit.scoring.observations import Observations
 from oracleaudit.scoring.oracle import Oracle
 from oracleaudit.scoring.verdicts import Verdicts, verdicts
@@ -48,6 +49,7 @@ class Audit:
     excluded: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # mismatches worth a line on stderr (see `load`)
     _cache: dict[Any, "Verdicts"] = field(default_factory=dict, repr=False)
+    _casts: dict[str, tuple[dict[str, str], list[str]]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def load(cls, evidence: Path | str, mutants: Path | str, margin: Margin = Margin()) -> "Audit":
@@ -115,8 +117,20 @@ class Audit:
     def verdicts(self, oracle: Oracle) -> "Verdicts":
         key = _oracle_key(oracle)
         if key not in self._cache:
-            self._cache[key] = verdicts(self.obs, self.mutants, oracle)
+            broken = frozenset(self.cast_failures(oracle)[0])
+            self._cache[key] = verdicts(self.obs, self.mutants, oracle, broken)
         return self._cache[key]
+
+    def cast_failures(self, oracle: Oracle) -> tuple[dict[str, str], list[str]]:
+        """The problems whose reference raises with the inputs cast as the oracle casts them (problem → the
+        error), and those whose file could not be probed; nothing when the oracle casts nothing."""
+        dtype = oracle.reference.cast_inputs
+        if dtype is None:
+            return {}, []
+        if dtype not in self._casts:
+            files = self.mutants.drop_duplicates("problem").set_index("problem")["problem_file"].to_dict()
+            self._casts[dtype] = cast_failures(files, dtype)
+        return self._casts[dtype]
 
     def score(self, oracle: Oracle, by: Sequence[str] = (), top: int = 10) -> dict[str, Any]:
         return _score(self, oracle, by, top)
@@ -203,6 +217,7 @@ def _score(audit: Audit, oracle: Oracle, by: Sequence[str], top: int) -> dict[st
         "not_drawn": int((v.drawn == 0).sum()),
         "inexact_verdicts": v.inexact,
         "reference_mode_mismatch_rows": v.mode_mismatch_rows,
+        "reference_fails_cast": dict(audit.cast_failures(oracle)[0]),
         "by_family": {key: {x: val[x] for x in ("witnessed", "killed", "unobserved", "detection")}
                       for key, val in group_rates(frame, "family").items()},
         "by_level": group_rates(frame, "level"),
@@ -217,10 +232,16 @@ def _score(audit: Audit, oracle: Oracle, by: Sequence[str], top: int) -> dict[st
         if name == "family":
             result["by_family"] = {key: {x: val[x] for x in ("witnessed", "killed", "unobserved", "detection")}
                                    for key, val in result["by_family"].items()}
+    unprobed = audit.cast_failures(oracle)[1]
+    if unprobed:
+        result["warning"] = (f"the inputs of {len(unprobed)} problems are cast to {oracle.reference.cast_inputs} by "
+                             "this protocol, but their files could not be read here to check that the reference "
+                             f"still runs (e.g. {unprobed[0]}); their verdicts ignore the cast")
     if v.mode_mismatch_rows:
-        result["warning"] = (f"{v.mode_mismatch_rows} observations come from an fp32 reference whose TF32 flags "
-                             f"differ from this protocol's math mode ({oracle.reference.math_mode}): their "
-                             "verdicts are those of the evidence's reference")
+        mismatch = (f"{v.mode_mismatch_rows} observations come from an fp32 reference whose TF32 flags differ from "
+                    f"this protocol's math mode ({oracle.reference.math_mode}): their verdicts are those of the "
+                    "evidence's reference")
+        result["warning"] = f"{result['warning']}; {mismatch}" if "warning" in result else mismatch
     return result
 
 

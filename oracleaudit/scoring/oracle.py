@@ -181,6 +181,7 @@ class Stage:
 class Reference:
     precision: str = "fp32"
     math_mode: str = "default"
+    cast_inputs: str | None = None  # every input and init input cast to this dtype first (scoring/casting.py)
 
 
 @dataclass(frozen=True)
@@ -274,7 +275,8 @@ class Oracle:
 
     def as_json(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "source": self.source,
-                "reference": {"precision": self.reference.precision, "math_mode": self.reference.math_mode},
+                "reference": {"precision": self.reference.precision, "math_mode": self.reference.math_mode,
+                              "cast_inputs": self.reference.cast_inputs},
                 "stages": [{"name": s.name, "inputs": [i.describe() for i in s.inputs],
                             "tolerance_scale": s.tolerance_scale} for s in self.stages],
                 "path": str(self.path) if self.path else None}
@@ -451,7 +453,10 @@ def _parse(data: dict[str, Any], path: Path | None, default_name: str | None) ->
         raise Invalid(f"source must be a string, got {fields.type_name(source)}")
 
     reference_raw = fields.table(data.get("reference", {}), "reference")
-    fields.known(reference_raw, ("precision", "math_mode"), "reference")
+    fields.known(reference_raw, ("precision", "math_mode", "cast_inputs"), "reference")
+    cast = reference_raw.get("cast_inputs")
+    if cast is not None and cast != "float32":
+        raise Invalid(f"reference.cast_inputs must be \"float32\" (or left out), got {cast!r}")
     precision = _one_of(reference_raw.get("precision", "fp32"), PRECISIONS, "reference.precision")
     mode = _one_of(reference_raw.get("math_mode", "fp64" if precision == "fp64" else "default"), tuple(MATH_MODES),
                    "reference.math_mode")
@@ -491,6 +496,6 @@ def _parse(data: dict[str, Any], path: Path | None, default_name: str | None) ->
             if tol.atol != tol.rtol:
                 raise Invalid(f"min_fraction_within counts elements within atol = rtol = t, but a tolerance has "
                                f"atol {tol.atol:g} ≠ rtol {tol.rtol:g}")
-    return Oracle(name=name, description=description.strip(), reference=Reference(precision, mode),
+    return Oracle(name=name, description=description.strip(), reference=Reference(precision, mode, cast),
                   tolerance=tolerance, rule=rule, fail_statuses=fail, skip_statuses=skip, timeout_s=timeout,
                   stages=stages, combine=combine, source=source, path=path, timeout_scope=scope)

@@ -269,9 +269,11 @@ def _finite_reference(obs: Observations, p: str) -> np.ndarray:
     return ~bad[trial]
 
 
-def judge_rows(obs: Observations, oracle: Oracle, rows: np.ndarray, prefix: str | None = None) -> pd.DataFrame:
+def judge_rows(obs: Observations, oracle: Oracle, rows: np.ndarray, prefix: str | None = None,
+               broken: frozenset[str] = frozenset()) -> pd.DataFrame:
     """The state (PASS, SKIP, FAIL) of each given row under each stage that draws its input: a frame with
-    row, stage (index), state, inexact. `prefix` overrides the reference's evidence columns."""
+    row, stage (index), state, inexact. `prefix` overrides the reference's evidence columns. On a problem in
+    `broken` the checker's own reference raises (casting.py): every row it draws fails."""
     f = obs.frame
     p = prefix or ("fp64_" if oracle.reference.precision == "fp64" else "fp32_")
     status = f["status"].to_numpy(dtype=object)
@@ -315,6 +317,10 @@ def judge_rows(obs: Observations, oracle: Oracle, rows: np.ndarray, prefix: str 
         return pd.DataFrame({"row": np.zeros(0, np.int64), "stage": np.zeros(0, np.int64),
                              "state": np.zeros(0, np.int8), "inexact": np.zeros(0, bool)})
     judged = pd.concat(parts, ignore_index=True)
+    if broken:
+        on_broken = f["problem"].astype(str).isin(broken).to_numpy()[judged["row"].to_numpy()]
+        judged.loc[on_broken, "state"] = FAIL
+        judged.loc[on_broken, "inexact"] = False
     if oracle.timeout_s is not None and oracle.timeout_scope == "evaluation":
         # The limit bounds the whole evaluation: the kernel's runs over every trial (their sum is a lower
         # bound of it: compilation and setup are not in the evidence); past it, no trial of the kernel passes.
@@ -327,9 +333,10 @@ def judge_rows(obs: Observations, oracle: Oracle, rows: np.ndarray, prefix: str 
     return judged
 
 
-def verdicts(obs: Observations, mutants: pd.DataFrame, oracle: Oracle) -> Verdicts:
+def verdicts(obs: Observations, mutants: pd.DataFrame, oracle: Oracle,
+             broken: frozenset[str] = frozenset()) -> Verdicts:
     """The oracle's verdicts on every kernel of the observations: the scored mutants (`mutants`, one row each
-    with its `kernel` code, in order) and the originals."""
+    with its `kernel` code, in order) and the originals; `broken`: see `judge_rows`."""
     f = obs.frame
     kernel = f["kernel"].to_numpy()
     kernel_codes = np.concatenate([mutants["kernel"].to_numpy(),
@@ -337,7 +344,7 @@ def verdicts(obs: Observations, mutants: pd.DataFrame, oracle: Oracle) -> Verdic
     is_kernel = np.zeros(kernel.max() + 1, dtype=bool)
     is_kernel[kernel_codes] = True
     rows = np.flatnonzero(is_kernel[kernel])
-    judged = judge_rows(obs, oracle, rows)
+    judged = judge_rows(obs, oracle, rows, broken=broken)
     if judged.empty:
         inputs = "; ".join(f"{s.name}: {', '.join(i.describe() for i in s.inputs)}" for s in oracle.stages)
         raise OracleAuditError(f"oracle {oracle.name} draws no input of the evidence store (its inputs: {inputs})")

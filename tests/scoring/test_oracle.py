@@ -14,7 +14,7 @@ from oracleaudit.pool import Pool
 from oracleaudit.scoring.oracle import COMPONENTS, Oracle, catalog, catalog_dir
 
 CATALOG = ["autokernel", "autokernel-ops", "fp64-fuzz", "kernelbench", "kernelbench-v0", "kernelbench-v0.1",
-           "kernelbench-verified", "kernelbench-x", "robust-kbench", "sol-execbench"]
+           "kernelbench-verified", "kernelbench-verified-strict", "kernelbench-x", "robust-kbench", "sol-execbench"]
 POOL_KEYS = Pool.load("default").keys()
 
 GOOD = """
@@ -214,7 +214,7 @@ def test_a_stage_with_problems_runs_only_on_the_problems_its_patterns_match() ->
 
 def test_hybrids_take_whole_components_and_differing_components_are_listed_in_order() -> None:
     v01, verified = Oracle.load("kernelbench-v0.1"), Oracle.load("kernelbench-verified")
-    assert v01.differing_components(verified) == ["inputs", "tolerance"]
+    assert v01.differing_components(verified) == ["inputs", "tolerance", "reference"]  # verified casts inputs
     mixed = v01.hybrid(verified, ["inputs"])
     assert [s.name for s in mixed.stages] == ["trials", "hidden"] and mixed.tolerance == v01.tolerance
     assert v01.hybrid(verified, COMPONENTS).differing_components(verified) == []

@@ -554,8 +554,11 @@ def test_attribution_splits_the_v01_to_verified_gain_by_exact_shapley_values(des
     audit, _, _ = designed
     before, after = Oracle.load("kernelbench-v0.1"), Oracle.load("kernelbench-verified")
     result = attribution(audit, before, after)
-    assert result["components"] == ["inputs", "tolerance"] and result["orderings"] == 2
+    # verified also casts inputs to float32 (the reference component); no designed problem breaks under it,
+    # so that component is a null player and the others' values are those of the two-component game
+    assert result["components"] == ["inputs", "tolerance", "reference"] and result["orderings"] == 6
     assert sum(result["shapley"].values()) == pytest.approx(result["detection"]["change"])
+    assert result["shapley"]["reference"] == pytest.approx(0.0)
     values = {tuple(s["components"]): s["detection"] for s in result["subsets"]}
     by_hand = 0.5 * ((values[("inputs",)] - values[()]) + (values[("inputs", "tolerance")] - values[("tolerance",)]))
     assert result["shapley"]["inputs"] == pytest.approx(by_hand)
@@ -666,7 +669,7 @@ def test_attribution_analysis_takes_two_oracles(designed, capsys) -> None:
     _, evidence, mutants = designed
     code, out = run_cli(capsys, "analyze", "attribution", "--oracle", "kernelbench-v0.1", "--oracle",
                         "kernelbench-verified", "--evidence", str(evidence), "--mutants", str(mutants), "--json")
-    assert code == 0 and set(json.loads(out)["shapley"]) == {"inputs", "tolerance"}
+    assert code == 0 and set(json.loads(out)["shapley"]) == {"inputs", "tolerance", "reference"}
     assert main(["analyze", "attribution", "--oracle", "kernelbench", "--evidence", str(evidence), "--mutants",
                  str(mutants)]) == 2
 
