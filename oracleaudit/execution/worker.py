@@ -353,7 +353,8 @@ class JobRun:
 
         if self.model64 is None:
             self.model64 = copy.deepcopy(self.ref_model).double()
-        with torch.no_grad(), math_flags(entry.math_mode):  # each model gets its own copy: a forward may change its inputs in place
+        # Each model gets its own copy of the inputs: a forward may change its inputs in place.
+        with torch.no_grad(), math_flags(entry.math_mode):
             ref32 = [t.detach().cpu() for t in tensors(self.ref_model(*map_tensors(inputs, self._to_device)))]
             ref64 = [t.detach().cpu() for t in tensors(self.model64(
                 *to_double(map_tensors(inputs, self._to_device))))]
