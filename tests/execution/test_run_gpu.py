@@ -29,11 +29,11 @@ EDITS = [
 ]
 
 
-def make_mutants(root: Path) -> dict[str, Mutant]:
+def make_mutants(root: Path, edits: list[tuple] = EDITS) -> dict[str, Mutant]:
     path = root / SOLUTION
     unit = load_units(path)[0]
     made = {}
-    for name, original, replacement, _ in EDITS:
+    for name, original, replacement, *_ in edits:
         start = unit.file_text.index(original)
         end = start + len(original)
         made[name] = Mutant(
@@ -397,3 +397,51 @@ def test_an_entry_s_math_mode_sets_the_tf32_flags_of_its_reference_and_its_rows(
     reference = rows[rows.mutant_id == "reference"].set_index("input_id").fp64_max_abs
     assert reference["normal/math=tf32/s=0/official"] > 10 * reference["normal/math=no_tf32/s=0/official"]
     assert reference["normal/s=0/official"] == reference["normal/math=no_tf32/s=0/official"]
+
+
+# The fault zoo: (name, original text, replacement, what its rows must show). Each must be classified with its
+# own status and reason while the rest of the batch goes on (the hang, illegal address and OOM are in EDITS).
+def _only(status: str, error_class: str | None = None):
+    def check(rows) -> bool:
+        return set(rows.status) == {status} and (error_class is None or set(rows.error_class) == {error_class})
+    return check
+
+
+ZOO = [
+    ("segfault_in_host_code", "int n = x.numel();",
+     "int n = x.numel(); if (n > 0) { volatile int* p = nullptr; *p = 1; }",
+     _only("RuntimeError", "WorkerDied")),
+    ("raises_in_forward", "auto y = torch::empty_like(x);",
+     'TORCH_CHECK(x.numel() < 0, "refused"); auto y = torch::empty_like(x);', _only("RuntimeError")),
+    ("wrong_shape", "return y;", "return y.narrow(0, 0, n - 1);", _only("ShapeMismatch")),
+    ("wrong_dtype", "return y;", "return y.to(torch::kFloat64);", _only("DtypeMismatch")),
+    ("returns_nan", "y[i] = 2.0f * x[i] + 1.0f;", "y[i] = NAN;",
+     lambda rows: set(rows.status) == {"Ok"} and (rows.fp64_n_nan_out > 0).all()),
+    ("does_not_compile", "return y;", "return y", _only("BuildError")),
+    ("writes_into_its_input", "y[i] = 2.0f * x[i] + 1.0f;",
+     "y[i] = 2.0f * x[i] + 1.0f; const_cast<float*>(x)[i] = 0.0f;",
+     lambda rows: set(rows.status) == {"Ok"} and not rows.repeat_bitwise_equal.any()),
+    ("reuses_a_stale_output", "auto y = torch::empty_like(x);",
+     "static torch::Tensor y; if (y.defined()) return y; y = torch::empty_like(x);",
+     lambda rows: set(rows.status) == {"Ok"} and (rows.fp64_max_abs > 0.1).any()),
+    ("non_deterministic", "y[i] = 2.0f * x[i] + 1.0f;",
+     "y[i] = 2.0f * x[i] + 1.0f + (float)(clock64() & 1) * 1e-3f;",
+     lambda rows: set(rows.status) == {"Ok"} and not rows.repeat_bitwise_equal.all()),
+]
+
+
+@pytest.mark.gpu
+def test_the_fault_zoo_is_classified_fault_by_fault_and_the_batch_goes_on(tmp_path) -> None:
+    shutil.copytree(DATA, tmp_path, dirs_exist_ok=True)
+    mutants = make_mutants(tmp_path, ZOO)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        result = runner.run(Path("mutants"), Path("evidence"), pool=str(tmp_path / "tiny_pool.toml"), gpus=1,
+                            timeout_floor_s=15.0, show_progress=False)
+    assert result.errors == []
+    rows = EvidenceStore(tmp_path / "evidence").open().read()
+    observed = rows[~rows.inferred.fillna(False).astype(bool)]
+    classified = [name for name, *_, check in ZOO if check(observed[observed.mutant_id == mutants[name].id])]
+    print(f"{len(classified)} of {len(ZOO)} classified")
+    assert classified == [name for name, *_ in ZOO]
+    assert set(rows[rows.mutant_id == "original"].status) == {"Ok"}
