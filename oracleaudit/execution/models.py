@@ -22,8 +22,9 @@ class ModelTemplates:
     model refers to are shared, not copied. A model that cannot be deep-copied is constructed per input.
     `on_host` keeps the template on the CPU and moves each copy to the device (input-by-input order)."""
 
-    def __init__(self, model_class, device: str, on_host: bool = False):
+    def __init__(self, model_class, device: str, on_host: bool = False, weight_seed: int = WEIGHT_SEED):
         self.model_class = model_class
+        self.weight_seed = weight_seed
         self.device = device
         self.on_host = on_host
         self.templates: dict[Any, tuple | None] = {}
@@ -37,7 +38,7 @@ class ModelTemplates:
             copied = copy.deepcopy(model, shared_modules(model))
             self._set_rng(rng)
             return copied.to(self.device) if self.on_host else copied
-        torch.manual_seed(WEIGHT_SEED)
+        torch.manual_seed(self.weight_seed)
         model = self.model_class(*init)
         if not self.on_host:
             model = model.to(self.device)

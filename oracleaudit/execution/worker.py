@@ -41,7 +41,6 @@ import numpy as np
 
 from oracleaudit.execution.models import ModelTemplates
 from oracleaudit.execution.protocol import Built, Done, Failed, Fatal, Job, Memory, Ready, Rows, Started
-from oracleaudit.kernelbench import WEIGHT_SEED
 from oracleaudit.status import ORIGINAL, REFERENCE, Status
 from oracleaudit.tensors import map_tensors, tensor_bytes, tensors, to_double
 
@@ -255,10 +254,11 @@ class JobRun:
         return entries
 
     def _groups(self, entries: list) -> list[list]:
-        """The entries by shape overrides, in pool order of each group's first entry."""
+        """The entries by shape overrides and weight seed (one set of models each), in pool order of each
+        group's first entry."""
         groups: dict[Any, list] = {}
         for entry in entries:
-            groups.setdefault(tuple(entry.overrides or ()), []).append(entry)
+            groups.setdefault((tuple(entry.overrides or ()), entry.weight_seed), []).append(entry)
         return list(groups.values())
 
     # ---- one shape group -------------------------------------------------------------------------------
@@ -269,6 +269,7 @@ class JobRun:
         job = self.job
         with self.clock("references"):
             self.module = group[0].load_problem(self.problem)
+            self.weight_seed = group[0].weight_seed
             self._make_reference_model()
         self.model64 = None
         self.host: OrderedDict[str, HostEntry] = OrderedDict()
@@ -298,12 +299,12 @@ class JobRun:
         torch.cuda.empty_cache()
 
     def _make_reference_model(self) -> None:
-        """The group's init args and fp32 Model, after the seed KernelBench builds both models with."""
+        """The group's init args and fp32 Model, after its weight seed (KernelBench's 42, or a trial's own)."""
         import torch
 
-        torch.manual_seed(WEIGHT_SEED)
+        torch.manual_seed(self.weight_seed)
         self.init = entry_init(self.module, self.device)
-        torch.manual_seed(WEIGHT_SEED)
+        torch.manual_seed(self.weight_seed)
         self.ref_model = self.module.Model(*self.init).to(self.device).eval()
         self.model_sums = checksums([*tensors(self.init), *self.ref_model.parameters()]).cpu().numpy()
 
@@ -418,7 +419,8 @@ class JobRun:
     def _fresh_model(self, variant, solution):
         templates = self.templates.get(variant.key)
         if templates is None:
-            templates = self.templates[variant.key] = ModelTemplates(solution.ModelNew, self.device, self.on_host)
+            templates = self.templates[variant.key] = ModelTemplates(solution.ModelNew, self.device, self.on_host,
+                                                                     self.weight_seed)
         with self.clock("load"):
             return templates.fresh(None, self.init)  # one set of init args per group
 

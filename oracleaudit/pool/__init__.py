@@ -54,6 +54,7 @@ Pool file format (schema_version 1):
     scales = [3.0]               # optional (or `scale = 3.0`): multiply the drawn floats
     draws = [2, 3]               # optional (or `draw = 2`, default 1): the k-th get_inputs() call after the seed
     math_mode = "no_tf32"        # optional: default, no_tf32 or tf32 (`oracleaudit.pool.entry`)
+    weights = "trial"            # optional: models built after this input's seed ("fixed": after seed 42)
     # ...and the distribution's own parameters, e.g. `value = 0.5` for "constant"
 
 Errors name the file, the entry (1-based, in file order) and the field:
@@ -100,7 +101,7 @@ from oracleaudit.pool.entry import (
     math_flags,
     recorded_mode,
 )
-from oracleaudit.pool.key import input_key
+from oracleaudit.pool.key import ENTRY_WEIGHTS, input_key
 from oracleaudit.pool.shapes import SHAPES, ResolvedShape, ShapePlan, resolve_shapes
 from oracleaudit.problem import Problem
 
@@ -140,7 +141,8 @@ SCHEMA_VERSION = 1
 KERNELBENCH_SEEDS = "kernelbench"
 RANDN_SEED = 42
 _MAX_SEED = 2**64 - 1
-_ENTRY_FIELDS = ("distribution", "seeds", "seed", "variants", "scale", "scales", "draw", "draws", "math_mode")
+_ENTRY_FIELDS = ("distribution", "seeds", "seed", "variants", "scale", "scales", "draw", "draws", "math_mode",
+                 "weights")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -285,6 +287,9 @@ def _expand(raw: Any, index: int) -> list[PoolEntry]:
     math_mode = raw.get("math_mode", "default")
     if math_mode not in MATH_MODES:
         raise Invalid(f"{where}: math_mode must be one of {', '.join(MATH_MODES)}, got {math_mode!r}")
+    weights = raw.get("weights", "fixed")
+    if weights not in ENTRY_WEIGHTS:
+        raise Invalid(f"{where}: weights must be one of {', '.join(ENTRY_WEIGHTS)}, got {weights!r}")
 
     base = kind.build(params)
     entries = []
@@ -293,7 +298,8 @@ def _expand(raw: Any, index: int) -> list[PoolEntry]:
             dist = base if scale is None else base.scaled(scale)
             for draw in draws:
                 key_params = [*keyed, *([("draw", draw)] if draw != 1 else []),
-                              *([("math", math_mode)] if math_mode != "default" else [])]
+                              *([("math", math_mode)] if math_mode != "default" else []),
+                              *([("weights", weights)] if weights != "fixed" else [])]
                 for seed in seeds:
                     entries.append(PoolEntry(
                         key=input_key(dist_name, key_params, scale, seed, variant),
@@ -306,6 +312,7 @@ def _expand(raw: Any, index: int) -> list[PoolEntry]:
                         index=index,
                         draw=draw,
                         math_mode=math_mode,
+                        weights=weights,
                     ))
     return entries
 

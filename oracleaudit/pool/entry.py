@@ -11,8 +11,12 @@ how a checker draws beyond one seeded call:
   computed: "default" (PyTorch's: matmul off, cuDNN on), "no_tf32" (both off, as robust-kbench sets them) or
   "tf32" (both on).
 
-Both appear in the entry's key when not at their default (`normal/draw=3/s=200/official`,
-`normal/math=no_tf32/s=734796314/official`; `oracleaudit.pool.key`).
+- `weights = "trial"` (default "fixed"): the Model and ModelNew are built after `torch.manual_seed` of the
+  entry's own seed, as a checker that rebuilds both models per trial seed does (robust-kbench); "fixed"
+  builds them after KernelBench's seed 42 for every input.
+
+Each appears in the entry's key when not at its default (`normal/draw=3/s=200/official`,
+`normal/math=no_tf32/s=734796314/official`, `normal/weights=trial/s=0/official`; `oracleaudit.pool.key`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any, Iterator
 import torch
 
 from oracleaudit.errors import OracleAuditError
+from oracleaudit.kernelbench import WEIGHT_SEED
 from oracleaudit.pool.distributions import Distribution, Official
 from oracleaudit.pool.key import ENTRY_MATH_MODES
 from oracleaudit.pool.shapes import input_shapes
@@ -162,6 +167,13 @@ class PoolEntry:
     """Which `get_inputs()` call after the seed this entry is (1: the first); see the module docstring."""
     math_mode: str = "default"
     """The TF32 flags the pair and its fp32 reference run under (`MATH_MODES`)."""
+    weights: str = "fixed"
+    """"fixed": the models are built after KernelBench's weight seed; "trial": after this entry's seed."""
+
+    @property
+    def weight_seed(self) -> int:
+        """The seed `torch.manual_seed` gets before the Model and ModelNew are built for this input."""
+        return self.seed if self.weights == "trial" else WEIGHT_SEED
 
     @property
     def resolved(self) -> bool:
@@ -218,6 +230,7 @@ class PoolEntry:
             "derive": self.derive,
             **({"draw": self.draw} if self.draw != 1 else {}),  # absent at the default: digests stay as they were
             **({"math_mode": self.math_mode} if self.math_mode != "default" else {}),
+            **({"weights": self.weights} if self.weights != "fixed" else {}),
             "overrides": dict(self.overrides) if self.overrides is not None else None,
             "input_shapes": ([list(s) if s is not None else None for s in self.input_shapes]
                              if self.input_shapes is not None else None),

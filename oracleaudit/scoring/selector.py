@@ -12,10 +12,11 @@ from typing import Any
 from oracleaudit import fields
 from oracleaudit.fields import Invalid
 from oracleaudit.pool.key import ENTRY_MATH_MODES as POOL_MATH_MODES
+from oracleaudit.pool.key import ENTRY_WEIGHTS as POOL_WEIGHTS
 from oracleaudit.pool.key import number_text, parse_input_key
 
 _SELECTOR_FIELDS = ("distribution", "seeds", "seed", "variants", "variant", "scales", "scale", "params", "draw",
-                    "draws", "math_mode")
+                    "draws", "math_mode", "weights")
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,7 @@ class InputSelector:
     params: tuple[tuple[str, str], ...] = ()
     draws: tuple[int, ...] = (1,)
     math_mode: str = "default"
+    weights: str = "fixed"
 
     def matches(self, key: str) -> bool:
         if self.pattern is not None:
@@ -48,7 +50,7 @@ class InputSelector:
                 return False
         elif parts["scale"] is None or not any(math.isclose(parts["scale"], s, rel_tol=1e-12) for s in self.scales):
             return False
-        if parts["draw"] not in self.draws or parts["math_mode"] != self.math_mode:
+        if parts["draw"] not in self.draws or parts["math_mode"] != self.math_mode or parts["weights"] != self.weights:
             return False
         return parts["params"] == dict(self.params)
 
@@ -63,6 +65,8 @@ class InputSelector:
             bits.append("draw=" + ",".join(str(d) for d in self.draws))
         if self.math_mode != "default":
             bits.append(f"math={self.math_mode}")
+        if self.weights != "fixed":
+            bits.append(f"weights={self.weights}")
         bits.append("s=" + ("*" if self.seeds is None else ",".join(str(s) for s in self.seeds)))
         bits.append(",".join(self.variants))
         return "/".join(bits)
@@ -131,5 +135,8 @@ def parse_selector(raw: Any, where: str) -> InputSelector:
     math_mode = raw.get("math_mode", "default")
     if math_mode not in POOL_MATH_MODES:
         raise Invalid(f"{where}.math_mode must be one of {', '.join(POOL_MATH_MODES)}, got {math_mode!r}")
+    weights = raw.get("weights", "fixed")
+    if weights not in POOL_WEIGHTS:
+        raise Invalid(f"{where}.weights must be one of {', '.join(POOL_WEIGHTS)}, got {weights!r}")
     return InputSelector(distribution=dist, seeds=seeds, variants=tuple(variants), scales=scales, params=keyed,
-                         draws=tuple(draws), math_mode=math_mode)
+                         draws=tuple(draws), math_mode=math_mode, weights=weights)

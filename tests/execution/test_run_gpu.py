@@ -445,3 +445,35 @@ def test_the_fault_zoo_is_classified_fault_by_fault_and_the_batch_goes_on(tmp_pa
     print(f"{len(classified)} of {len(ZOO)} classified")
     assert classified == [name for name, *_ in ZOO]
     assert set(rows[rows.mutant_id == "original"].status) == {"Ok"}
+
+
+@pytest.mark.gpu
+def test_an_entry_with_trial_weights_builds_the_reference_after_its_own_seed(tmp_path) -> None:
+    """A Model with one random parameter w (y = 2x + 1 + w) against the kernel's 2x + 1: the original's error
+    is |w|, with w drawn after seed 42 for a fixed-weights input and after the input's seed for a trial one."""
+    import torch
+
+    shutil.copytree(DATA, tmp_path, dirs_exist_ok=True)
+    problem = tmp_path / PROBLEM
+    problem.write_text(problem.read_text().replace(
+        '    def forward(self, x):\n        return 2.0 * x + 1.0',
+        '    def __init__(self):\n        super().__init__()\n        self.w = nn.Parameter(torch.randn(()))\n\n'
+        '    def forward(self, x):\n        return 2.0 * x + 1.0 + self.w'))
+    mutants = make_mutants(tmp_path)
+    write_mutants(tmp_path / "mutants", [mutants["wrong_constant"]], {SOLUTION: (tmp_path / SOLUTION).read_text()})
+    pool = tmp_path / "weights.toml"
+    pool.write_text('schema_version = 1\n[[entries]]\ndistribution = "normal"\nseeds = [7]\nweights = "trial"\n'
+                    '[[entries]]\ndistribution = "normal"\nseeds = [7]\n')
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        result = runner.run(Path("mutants"), Path("evidence"), pool=str(pool), gpus=1, show_progress=False)
+    assert result.errors == []
+    rows = EvidenceStore(tmp_path / "evidence").open().read()
+    error = rows[rows.mutant_id == "original"].set_index("input_id").fp64_max_abs
+
+    def w(seed: int) -> float:
+        torch.manual_seed(seed)
+        return abs(float(torch.randn(())))
+
+    assert error["normal/weights=trial/s=7/official"] == pytest.approx(w(7), rel=1e-4, abs=1e-6)
+    assert error["normal/s=7/official"] == pytest.approx(w(42), rel=1e-4, abs=1e-6)

@@ -258,6 +258,7 @@ def test_each_checker_reads_the_inputs_its_checker_draws_in_the_default_pool() -
     ('{ distribution = "normal", draws = [0] }', "draws must be a non-empty list of integers ≥ 1"),
     ('{ distribution = "normal", draw = 2, draws = [2] }', "give draw or draws, not both"),
     ('{ distribution = "normal", math_mode = "fast" }', "math_mode must be one of default, no_tf32, tf32"),
+    ('{ distribution = "normal", weights = "random" }', "weights must be one of fixed, trial"),
 ])
 def test_a_bad_draw_or_math_mode_of_a_selector_fails_on_one_line(tmp_path: Path, item: str, message: str) -> None:
     path = tmp_path / "mine.toml"
@@ -266,3 +267,11 @@ def test_a_bad_draw_or_math_mode_of_a_selector_fails_on_one_line(tmp_path: Path,
     with pytest.raises(OracleAuditError, match="mine.toml") as err:
         Oracle.load(path)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_selector_of_trial_weights_matches_only_the_trial_weights_key() -> None:
+    from oracleaudit.scoring.selector import InputSelector
+
+    trial = InputSelector(distribution="normal", seeds=(7,), weights="trial")
+    assert trial.matches("normal/weights=trial/s=7/official") and not trial.matches("normal/s=7/official")
+    assert not InputSelector(distribution="normal", seeds=(7,)).matches("normal/weights=trial/s=7/official")

@@ -601,7 +601,17 @@ def test_an_entry_s_math_mode_is_in_its_key_and_its_flags_hold_only_inside_math_
     assert (mode["ref_matmul_tf32"], mode["ref_cudnn_tf32"], mode["ref_device"]) == (False, False, "cpu")
 
 
+def test_an_entry_with_trial_weights_builds_its_models_after_its_own_seed() -> None:
+    pool = Pool.from_text('schema_version = 1\n[[entries]]\ndistribution = "normal"\nseeds = [7]\nweights = "trial"\n'
+                          '[[entries]]\ndistribution = "normal"\nseeds = [7]\n')
+    trial, fixed = pool.entries
+    assert trial.key == "normal/weights=trial/s=7/official" and fixed.key == "normal/s=7/official"
+    assert (trial.weight_seed, fixed.weight_seed) == (7, 42)
+    assert trial.as_json()["weights"] == "trial" and "weights" not in fixed.as_json()
+
+
 @pytest.mark.parametrize("fields, message", [
+    ('weights = "random"', "weights must be one of fixed, trial"),
     ("draw = 0", "draw must be integers in [1, 1000]"),
     ("draws = [2, 2]", "draws repeat a value"),
     ("draw = 2\ndraws = [3]", "give draw or draws, not both"),

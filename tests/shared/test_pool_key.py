@@ -11,9 +11,10 @@ from oracleaudit.pool.key import input_key, number_text, parse_input_key
 def test_keys_parse_into_distribution_params_scale_seed_and_shape() -> None:
     assert parse_input_key("mixed_range/pattern=alternating/s=0/odd") == {
         "distribution": "mixed_range", "params": {"pattern": "alternating"}, "scale": None, "seed": 0,
-        "shape": "odd", "draw": 1, "math_mode": "default"}
-    parts = parse_input_key("scaled/draw=3/math=no_tf32/x=0.01/s=5/official")
-    assert (parts["draw"], parts["math_mode"], parts["params"], parts["scale"]) == (3, "no_tf32", {}, 0.01)
+        "shape": "odd", "draw": 1, "math_mode": "default", "weights": "fixed"}
+    parts = parse_input_key("scaled/draw=3/math=no_tf32/weights=trial/x=0.01/s=5/official")
+    assert (parts["draw"], parts["math_mode"], parts["weights"], parts["params"], parts["scale"]) == (
+        3, "no_tf32", "trial", {}, 0.01)
     assert parse_input_key("scaled/x=0.01/s=734796314/official")["scale"] == 0.01
     assert parse_input_key("not a key") is None
     assert parse_input_key("normal/x=big/s=0/official") is None
@@ -31,7 +32,7 @@ def test_a_written_key_parses_back_into_its_parts(parts) -> None:
     distribution, params, scale, seed, shape = parts
     parsed = parse_input_key(input_key(distribution, params, scale, seed, shape))
     assert parsed == {"distribution": distribution, "scale": scale, "seed": seed, "shape": shape, "draw": 1,
-                      "math_mode": "default",
+                      "math_mode": "default", "weights": "fixed",
                       "params": {name: number_text(v) if isinstance(v, float) else v for name, v in params}}
 
 
