@@ -34,6 +34,13 @@ def boolean(value: Any, where: str) -> bool:
     return value
 
 
+def one_of(value: Any, choices: tuple[str, ...], where: str) -> str:
+    """One of the allowed spellings."""
+    if value not in choices:
+        raise Invalid(f"{where} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
 def table(value: Any, where: str) -> dict:
     if not isinstance(value, dict):
         raise Invalid(f"{where} must be a table, got {type_name(value)}")

@@ -71,7 +71,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from oracleaudit.errors import OracleAuditError
-from oracleaudit.fields import Invalid, number, type_name
+from oracleaudit.fields import Invalid, number, one_of, type_name
 from oracleaudit.files import file_sha256
 from oracleaudit.kernelbench import official_seeds
 from oracleaudit.pool.distributions import (
@@ -284,12 +284,8 @@ def _expand(raw: Any, index: int) -> list[PoolEntry]:
         raise Invalid(f"{where}: variants repeat a value: {variants!r}")
 
     draws = _draws(raw, where)
-    math_mode = raw.get("math_mode", "default")
-    if math_mode not in MATH_MODES:
-        raise Invalid(f"{where}: math_mode must be one of {', '.join(MATH_MODES)}, got {math_mode!r}")
-    weights = raw.get("weights", "fixed")
-    if weights not in ENTRY_WEIGHTS:
-        raise Invalid(f"{where}: weights must be one of {', '.join(ENTRY_WEIGHTS)}, got {weights!r}")
+    math_mode = one_of(raw.get("math_mode", "default"), MATH_MODES, f"{where}: math_mode")
+    weights = one_of(raw.get("weights", "fixed"), ENTRY_WEIGHTS, f"{where}: weights")
 
     base = kind.build(params)
     entries = []

@@ -361,12 +361,6 @@ def _tolerances(raw: Any) -> Tolerances:
     return Tolerances(by_dtype, tuple(per_problem))
 
 
-def _one_of(value: Any, choices: tuple[str, ...], at: str) -> str:
-    if value not in choices:
-        raise Invalid(f"{at} must be one of {', '.join(choices)}, got {value!r}")
-    return value
-
-
 def _rule_fields(raw: Any, where: str) -> dict[str, Any]:
     raw = fields.table(raw, where)
     fields.known(raw, _RULE_FIELDS, where)
@@ -377,7 +371,7 @@ def _rule_fields(raw: Any, where: str) -> dict[str, Any]:
                     "bitwise_repeat", "repeat_allclose"):
             out[name] = fields.boolean(value, at)
         elif name in ("rtol_scales", "nan"):
-            out[name] = _one_of(value, RTOL_SCALES if name == "rtol_scales" else NAN_POLICIES, at)
+            out[name] = fields.one_of(value, RTOL_SCALES if name == "rtol_scales" else NAN_POLICIES, at)
         elif name in ("min_fraction_within", "min_cosine"):
             out[name] = fields.number(value, at, low=-1.0 if name == "min_cosine" else 0.0, high=1.0)
         else:
@@ -411,8 +405,9 @@ def _stage(raw: Any, index: int, protocol_rule: Criterion) -> Stage:
         skip = _statuses(statuses["skip"], f"{where}.statuses.skip") if "skip" in statuses else None
         if fail is not None and skip is not None:
             _check_partition(fail, skip, f"{where}.statuses")
-    missing = _one_of(raw.get("missing_reference", "skip"), MISSING_REFERENCE, f"{where}.missing_reference")
-    nonfinite = _one_of(raw.get("nonfinite_reference", "judge"), NONFINITE_REFERENCE, f"{where}.nonfinite_reference")
+    missing = fields.one_of(raw.get("missing_reference", "skip"), MISSING_REFERENCE, f"{where}.missing_reference")
+    nonfinite = fields.one_of(raw.get("nonfinite_reference", "judge"), NONFINITE_REFERENCE,
+                              f"{where}.nonfinite_reference")
     return Stage(name, selectors, tuple(sorted(rule.items())), scale, fail, skip, missing, tuple(problems),
                  nonfinite)
 
@@ -457,9 +452,9 @@ def _parse(data: dict[str, Any], path: Path | None, default_name: str | None) ->
     cast = reference_raw.get("cast_inputs")
     if cast is not None and cast != "float32":
         raise Invalid(f"reference.cast_inputs must be \"float32\" (or left out), got {cast!r}")
-    precision = _one_of(reference_raw.get("precision", "fp32"), PRECISIONS, "reference.precision")
-    mode = _one_of(reference_raw.get("math_mode", "fp64" if precision == "fp64" else "default"), tuple(MATH_MODES),
-                   "reference.math_mode")
+    precision = fields.one_of(reference_raw.get("precision", "fp32"), PRECISIONS, "reference.precision")
+    mode = fields.one_of(reference_raw.get("math_mode", "fp64" if precision == "fp64" else "default"),
+                         tuple(MATH_MODES), "reference.math_mode")
     if (precision == "fp64") != (mode == "fp64"):
         raise Invalid(f"reference.math_mode {mode!r} does not fit precision {precision!r} "
                        "(the fp64 reference has math_mode \"fp64\"; an fp32 one default, no_tf32 or tf32)")
@@ -478,7 +473,7 @@ def _parse(data: dict[str, Any], path: Path | None, default_name: str | None) ->
     timeout = statuses.get("timeout_s")
     if timeout is not None:
         timeout = fields.number(timeout, "statuses.timeout_s", low=0.0, open_low=True)
-    scope = _one_of(statuses.get("timeout_scope", "run"), TIMEOUT_SCOPES, "statuses.timeout_scope")
+    scope = fields.one_of(statuses.get("timeout_scope", "run"), TIMEOUT_SCOPES, "statuses.timeout_scope")
 
     stages_raw = data.get("stages")
     if not isinstance(stages_raw, list) or not stages_raw:
@@ -487,7 +482,7 @@ def _parse(data: dict[str, Any], path: Path | None, default_name: str | None) ->
     names = [s.name for s in stages]
     if len(set(names)) != len(names):
         raise Invalid(f"stages repeat a name: {names!r}")
-    combine = _one_of(data.get("combine", "all"), COMBINE_MODES, "combine")
+    combine = fields.one_of(data.get("combine", "all"), COMBINE_MODES, "combine")
 
     uses_fraction = rule.min_fraction_within is not None or any(
         dict(s.rule).get("min_fraction_within") is not None for s in stages)

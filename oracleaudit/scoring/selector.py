@@ -132,11 +132,7 @@ def parse_selector(raw: Any, where: str) -> InputSelector:
     if not isinstance(draws, list) or not draws or not all(
             isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in draws):
         raise Invalid(f"{where}.draws must be a non-empty list of integers ≥ 1, got {draws!r}")
-    math_mode = raw.get("math_mode", "default")
-    if math_mode not in POOL_MATH_MODES:
-        raise Invalid(f"{where}.math_mode must be one of {', '.join(POOL_MATH_MODES)}, got {math_mode!r}")
-    weights = raw.get("weights", "fixed")
-    if weights not in POOL_WEIGHTS:
-        raise Invalid(f"{where}.weights must be one of {', '.join(POOL_WEIGHTS)}, got {weights!r}")
+    math_mode = fields.one_of(raw.get("math_mode", "default"), POOL_MATH_MODES, f"{where}.math_mode")
+    weights = fields.one_of(raw.get("weights", "fixed"), POOL_WEIGHTS, f"{where}.weights")
     return InputSelector(distribution=dist, seeds=seeds, variants=tuple(variants), scales=scales, params=keyed,
                          draws=tuple(draws), math_mode=math_mode, weights=weights)
