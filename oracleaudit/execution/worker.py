@@ -37,30 +37,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-import numpy as np
-
 from oracleaudit.execution.models import ModelTemplates
+from oracleaudit.execution.observation import first_line, is_out_of_memory, row, status_of
 from oracleaudit.execution.protocol import Built, Done, Failed, Fatal, Job, Memory, Ready, Rows, Started
 from oracleaudit.status import ORIGINAL, REFERENCE, Status
 from oracleaudit.tensors import map_tensors, tensor_bytes, tensors, to_double
 
 HOST_BUDGET_BYTES = 4 << 30  # a worker's host copies of one group's inputs and references
 TEMPLATE_BUDGET_BYTES = 4 << 30  # input by input: every variant's template model, on the host
-
-
-def is_out_of_memory(err: BaseException) -> bool:
-    import torch
-
-    return isinstance(err, torch.cuda.OutOfMemoryError) or "out of memory" in str(err).lower()
-
-
-def _status_of(err: BaseException) -> str:
-    return Status.OOM if is_out_of_memory(err) else Status.RUNTIME_ERROR
-
-
-def first_line(err: BaseException) -> str:
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    return (lines[0] if lines else type(err).__name__)[:400]
+PROFILE_ENV = "ORACLEAUDIT_PROFILE"  # a folder: each job of a worker writes its cProfile statistics there
 
 
 def context_alive() -> bool:
@@ -125,7 +110,6 @@ class HostEntry:
     inputs: list
     ref32: list
     ref64: list
-    sums: Any = None  # checksums of inputs and references (numpy), what the GPU copies must keep
 
     @property
     def bytes(self) -> int:
@@ -135,7 +119,8 @@ class HostEntry:
 @dataclass
 class GpuEntry:
     """The entry on the GPU: a pristine copy of the inputs (each pair runs on a clone of it) and the
-    references, with the checksums they must keep (computed on the host: no synchronisation)."""
+    references, with the checksums they and the Model must keep (a tensor on the GPU, computed there when the
+    copy is made: neither a synchronisation nor a pass over the host copies)."""
 
     entry: Any
     inputs: list
@@ -146,25 +131,6 @@ class GpuEntry:
     @property
     def key(self) -> str:
         return self.entry.key
-
-
-def row(mutant_id, problem: str, entry: tuple, index, status, error_class, error_message, time_ms, repeat_equal,
-        mode, ev32, ev64, inferred: bool | None = None) -> dict:
-    """One observation row (store.OBSERVATION_SCHEMA). `entry` is (key, seed, shape variant, distribution);
-    `ev32`/`ev64` are the ErrorEvidence against the fp32/fp64 reference; on "reference" rows `ev64` is the
-    fp32 reference's own evidence against fp64."""
-    key, seed, variant, distribution = entry
-    out = {"mutant_id": mutant_id, "problem": problem, "input_id": key, "input_seed": seed,
-           "shape_variant": variant, "distribution": distribution, "output_index": index, "status": status,
-           "error_class": error_class, "error_message": error_message, "time_ms": time_ms,
-           "repeat_bitwise_equal": repeat_equal, **(mode or {})}
-    if inferred is not None:
-        out["inferred"] = inferred
-    if ev32 is not None:
-        out.update(ev32.to_row("fp32_"))
-    if ev64 is not None:
-        out.update(ev64.to_row("fp64_"))
-    return out
 
 
 class JobRun:
@@ -199,6 +165,7 @@ class JobRun:
         from oracleaudit.problem import problem_at
 
         job = self.job
+        started = time.perf_counter()
         torch.cuda.reset_peak_memory_stats(self.device)
         unbuildable = dict(job.unbuildable)
         with self.clock("load"):
@@ -227,7 +194,9 @@ class JobRun:
         wanted = set().union(*self.todo.values(), job.record_references) if self.todo or job.record_references else set()
         for group in self._groups([entries[key] for key, *_ in job.entry_keys if key in wanted]):
             self._run_group(group)
-        self.send(Done(dict(self.clock.seconds), int(torch.cuda.max_memory_reserved(self.device))))
+        seconds = dict(self.clock.seconds)
+        seconds["other"] = max(0.0, time.perf_counter() - started - sum(seconds.values()))  # Python, messages
+        self.send(Done(seconds, int(torch.cuda.max_memory_reserved(self.device))))
 
     def mode(self, entry) -> dict[str, Any]:
         """The TF32 flags (and device) the pairs and the fp32 reference of `entry` run under."""
@@ -306,7 +275,6 @@ class JobRun:
         self.init = entry_init(self.module, self.device)
         torch.manual_seed(self.weight_seed)
         self.ref_model = self.module.Model(*self.init).to(self.device).eval()
-        self.model_sums = checksums([*tensors(self.init), *self.ref_model.parameters()]).cpu().numpy()
 
     def _record_reference(self, gpu: "GpuEntry") -> None:
         """Send the fp32 reference's rows on this input: its evidence against the fp64 reference."""
@@ -333,15 +301,8 @@ class JobRun:
         with self.clock("references"):
             inputs = entry.make_inputs(self.module, "cpu")
             key = reference_key(self.problem_sha, entry, self.mode(entry))
-            cached = self.cache.load(key)
-            if cached is None:
-                with self.cache.computing(key):
-                    cached = self.cache.load(key)
-                    if cached is None:
-                        cached = self._compute_references(entry, inputs)
-                        self.cache.save(key, *cached)
+            cached = self.cache.compute_once(key, lambda: self._compute_references(entry, inputs))
             host = HostEntry(entry, inputs, *cached)
-            host.sums = checksums([*tensors(host.inputs), *host.ref32, *host.ref64]).numpy()
             self.host[entry.key] = host
             while len(self.host) > 1 and sum(h.bytes for h in self.host.values()) > HOST_BUDGET_BYTES:
                 self.host.popitem(last=False)
@@ -371,8 +332,8 @@ class JobRun:
         host = self._host_entry(entry)
         with self.clock("references"):
             gpu = GpuEntry(entry, map_tensors(host.inputs, lambda t: t.to(self.device)),
-                           [t.to(self.device) for t in host.ref32], [t.to(self.device) for t in host.ref64],
-                           np.concatenate([host.sums, self.model_sums]))
+                           [t.to(self.device) for t in host.ref32], [t.to(self.device) for t in host.ref64])
+            gpu.sums = self._sums(gpu)
         self.gpu = gpu
         if entry.key in self.pending_references:
             self._record_reference(gpu)
@@ -384,15 +345,20 @@ class JobRun:
         return checksums([*tensors(gpu.inputs), *gpu.ref32, *gpu.ref64, *tensors(self.init),
                           *self.ref_model.parameters()])
 
-    def _intact(self, sums: Any = None) -> bool:
-        """Whether the GPU entry and the Model are as made (`sums`: their checksums, fetched already, or
+    def _changed(self, gpu: GpuEntry):
+        """Whether any checksum of the entry and the Model differs from the one made with them: a one-element
+        bool tensor on the GPU (fetched with the pair's evidence)."""
+        return (self._sums(gpu) != gpu.sums).any().reshape(1)
+
+    def _intact(self, changed: bool | None = None) -> bool:
+        """Whether the GPU entry and the Model are as made (`changed`: `_changed`, fetched already, or
         computed here); if a stray write changed them, they are made again (and False is returned)."""
         gpu = self.gpu
         if gpu is None:
             return True
-        if sums is None:
-            sums = self._sums(gpu).cpu().numpy()
-        if np.array_equal(sums, gpu.sums):
+        if changed is None:
+            changed = bool(self._changed(gpu).item())
+        if not changed:
             return True
         print(f"oracleaudit worker: inputs, references or the Model of {self.problem.label} changed on the GPU; "
               "making them again", file=sys.stderr)
@@ -438,7 +404,7 @@ class JobRun:
         self.send(Started(variant.key, entry.key))
         solution = self._solution(variant)
         if isinstance(solution, BaseException):
-            self._send_rows(variant, entry, [row(variant.key, job.problem, where, 0, _status_of(solution),
+            self._send_rows(variant, entry, [row(variant.key, job.problem, where, 0, status_of(solution),
                                                  type(solution).__name__, first_line(solution), None, None,
                                                  self.mode(entry), None, None)])
             return
@@ -458,7 +424,7 @@ class JobRun:
             del model_new, inputs
         except Exception as err:
             traceback.print_exc()
-            rows = [row(variant.key, job.problem, where, 0, _status_of(err), type(err).__name__, first_line(err),
+            rows = [row(variant.key, job.problem, where, 0, status_of(err), type(err).__name__, first_line(err),
                         None, None, self.mode(entry), None, None)]
             if is_out_of_memory(err):
                 torch.cuda.empty_cache()
@@ -522,11 +488,11 @@ class JobRun:
                     repeats.append(torch.equal(_bits(out), _bits(again)))
             device_repeats = [r for r in repeats if isinstance(r, torch.Tensor)]
             evidence, fetched = measure_many(items, engine=job.evidence_engine,
-                                             extra=[*device_repeats, self._sums(gpu)])
+                                             extra=[*device_repeats, self._changed(gpu)])
             elapsed = timing[0].elapsed_time(timing[1])  # both events are done: the transfer waited for them
             fetched_repeats = iter(fetched[:-1])
             same = [bool(next(fetched_repeats)[0]) if isinstance(r, torch.Tensor) else bool(r) for r in repeats]
-            if not self._intact(fetched[-1]):  # measured against what a stray write left: measure again
+            if not self._intact(bool(fetched[-1][0])):  # measured against what a stray write left: measure again
                 gpu = self.gpu
                 items = [(out, ref) for out, r32, r64 in zip(first[:len(same)], gpu.ref32, gpu.ref64)
                          for ref in (r32, r64)]
@@ -563,6 +529,19 @@ def probe(conn) -> None:
         conn.send(f"{type(err).__name__}: {first_line(err)}")
 
 
+def _profiler():
+    """A started cProfile profiler when `ORACLEAUDIT_PROFILE` names a folder (each job's statistics are written
+    there: a developer's view of where a worker's time goes), else None."""
+    if not os.environ.get(PROFILE_ENV):
+        return None
+    import cProfile
+
+    Path(os.environ[PROFILE_ENV]).mkdir(parents=True, exist_ok=True)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    return profiler
+
+
 def main(conn, gpu: str, environ: dict[str, str] | None = None, cwd: str | None = None) -> None:
     """Worker process entry point: take the parent's `environ` and working folder (a fork server keeps
     those it started with), bring CUDA up, say Ready, then take jobs from the pipe until None arrives.
@@ -588,6 +567,7 @@ def main(conn, gpu: str, environ: dict[str, str] | None = None, cwd: str | None 
             return
         if job.cpu_threads:  # workers sharing a machine share its cores: OpenMP teams of every core each thrash
             torch.set_num_threads(job.cpu_threads)
+        profiler = _profiler()
         try:
             JobRun(job, conn.send).run()
         except Exception as err:
@@ -597,4 +577,7 @@ def main(conn, gpu: str, environ: dict[str, str] | None = None, cwd: str | None 
             if not alive:  # a dead CUDA context fails every later job: let the supervisor start a fresh worker
                 os._exit(3)
         finally:
+            if profiler is not None:
+                profiler.disable()
+                profiler.dump_stats(Path(os.environ[PROFILE_ENV]) / f"{os.getpid()}-{time.monotonic_ns()}.prof")
             torch.cuda.empty_cache()

@@ -105,7 +105,7 @@ def _measure_group(result: Measured, problem: Any, group: list, task: Task) -> N
     import torch
 
     from oracleaudit.execution.measure import measure_many
-    from oracleaudit.execution.worker import row
+    from oracleaudit.execution.observation import row
     from oracleaudit.pool import recorded_mode
     from oracleaudit.scoring.oracle import MATH_MODES
     from oracleaudit.status import REFERENCE, Status
