@@ -354,11 +354,11 @@ def convex_chain(r: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             break
         index = index[~drop]
     # ... then the monotone chain finishes the job.
-    xs, ys = x.tolist(), y.tolist()
-    hull: list[int] = []
-    for i in index.tolist():
+    xs, ys = x[index].tolist(), y[index].tolist()  # only the survivors: a front may hold a million points
+    hull: list[int] = []  # positions in index
+    for i in range(len(xs)):
         while len(hull) >= 2 and ((xs[hull[-1]] - xs[hull[-2]]) * (ys[i] - ys[hull[-2]])
                                   - (ys[hull[-1]] - ys[hull[-2]]) * (xs[i] - xs[hull[-2]])) >= 0:
             hull.pop()
         hull.append(i)
-    return r[hull], d[hull]
+    return r[index[hull]], d[index[hull]]

@@ -465,3 +465,40 @@ def test_measure_many_equals_measure_item_by_item_and_returns_the_extra_tensors(
     assert evidences == expected
     assert not evidences[2].shape_match and not evidences[3].dtype_match
     assert extra[0].tolist() == [5, 6] and extra[1].tolist() == [False]
+
+
+@pytest.mark.parametrize("case", ["rounding", "proportional", "ties", "collinear", "wide", "thinned"])
+@pytest.mark.parametrize("device_passes_above", [0, 4096])
+def test_the_numpy_hull_of_cpu_candidates_equals_the_torch_hull_point_for_point(case, device_passes_above,
+                                                                                monkeypatch):
+    """Candidates on the CPU take the numpy version of the hull; it must give the torch version's result to
+    the bit, on sets with equal r, equal points, collinear errors and more points than a hull keeps, with
+    the chain's first passes made on the tensors' device (threshold 0) or on the host."""
+    from oracleaudit.execution import measure
+    from oracleaudit.execution.measure import MAX_HULL_POINTS, _front_hull_numpy, _front_hull_torch
+
+    monkeypatch.setattr(measure, "DEVICE_PASSES_ABOVE", device_passes_above)
+    gen = np.random.default_rng(7)
+    n = 5000
+    r = np.abs(gen.standard_normal(n))
+    if case == "rounding":
+        d = r * np.abs(gen.standard_normal(n)) * 1e-7
+    elif case == "proportional":
+        d = r * 0.01
+    elif case == "ties":
+        r = np.round(r, 1)
+        d = np.round(np.abs(gen.standard_normal(n)), 2) + 1e-3
+    elif case == "collinear":
+        d = 1e-3 + r * 0.5
+    elif case == "wide":
+        r = 10.0 ** gen.uniform(-30, 30, n)
+        d = r * 10.0 ** gen.uniform(-8, -1, n)
+    else:  # a concave curve: every point a chain vertex, more than MAX_HULL_POINTS of them
+        r = np.linspace(0.0, 1.0, 4 * MAX_HULL_POINTS + 1)
+        d = np.sqrt(r) + 1e-3
+    for dtype in (torch.float32, torch.float64):
+        want = _front_hull_torch(torch.from_numpy(r), torch.from_numpy(d), dtype)
+        got = _front_hull_numpy(r, d, dtype)
+        assert got[2:] == want[2:]
+        assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()
+    assert case != "thinned" or not got[2]
