@@ -90,39 +90,50 @@ def _records(problem: Problem, oracles: Sequence[Oracle], measured: Measured, ba
 
 
 def check_references(problems: Sequence[Problem], oracles: Sequence[Oracle], out: Path, *, device: str = "cuda",
-                     pool: str = "default", timeout_s: float = DEFAULT_TIMEOUT_S,
+                     pool: str = "default", timeout_s: float = DEFAULT_TIMEOUT_S, jobs: int = 1,
                      progress: Callable[..., None] | None = None) -> Path:
-    """Check every problem's reference under every oracle, one process per problem, appending to
-    `out/refcheck.jsonl` (problems recorded already are skipped); `progress(tally=...)` is called once per
-    problem. Returns the results file."""
+    """Check every problem's reference under every oracle, one process per problem (`jobs` of them at once),
+    appending to `out/refcheck.jsonl` in problem order (problems recorded already are skipped);
+    `progress(tally=...)` is called once per problem. Returns the results file."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from oracleaudit.pool import Pool
 
     check_device(device)
     if not timeout_s > 0:
         raise OracleAuditError(f"--timeout must be > 0, got {timeout_s:g}")
+    if jobs < 1:
+        raise OracleAuditError(f"--jobs must be ≥ 1, got {jobs}")
     loaded = Pool.load(pool)
     digest = loaded.digest()
     path = Path(out) / RESULTS_FILE
     done = done_keys(path)
+    todo = []
     for problem in problems:
         base = {"problem": problem.label, "problem_file": problem.relpath, "problem_sha256": file_sha256(problem.path),
                 "pool": loaded.name, "pool_digest": digest, "device": device}
         wanted = [o for o in oracles if identity({**base, "oracle": o.name,
                                                   "oracle_sha256": file_sha256(o.path) if o.path else None}) not in done]
-        if not wanted:
-            if progress:
-                progress(tally="skipped")
-            continue
+        if wanted:
+            todo.append((problem, wanted, base))
+        elif progress:
+            progress(tally="skipped")
+
+    def check(item: tuple[Problem, list[Oracle], dict[str, Any]]) -> list[dict[str, Any]]:
+        problem, wanted, base = item
         drawn = {o.name: _draws(o, problem, loaded.keys()) for o in wanted}
         keys = sorted({k for ks in drawn.values() for k in ks})
         modes = sorted({o.reference.math_mode for o in wanted if o.reference.precision == "fp32"}) or ["default"]
         started = time.perf_counter()
         measured = measure_isolated(Task(str(problem.path), str(loaded.path or pool), tuple(keys), tuple(modes),
                                          device), timeout_s) if keys else Measured(failed="no pool input is drawn")
-        records = _records(problem, wanted, measured, {**base, "seconds": round(time.perf_counter() - started, 3)}, drawn)
-        append_records(path, records)
-        if progress:
-            progress(tally=_worst(r["verdict"] for r in records))
+        return _records(problem, wanted, measured, {**base, "seconds": round(time.perf_counter() - started, 3)}, drawn)
+
+    with ThreadPoolExecutor(jobs, thread_name_prefix="refcheck") as executor:
+        for records in executor.map(check, todo):  # in problem order: the file is the same whatever `jobs`
+            append_records(path, records)
+            if progress:
+                progress(tally=_worst(r["verdict"] for r in records))
     return path
 
 

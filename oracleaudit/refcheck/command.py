@@ -33,6 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         help="where the references run (default: cuda; on the CPU TF32 modes do not apply)")
     parser.add_argument("--timeout", type=float, default=1800.0, metavar="SECONDS",
                         help="limit per problem (default: 1800)")
+    parser.add_argument("--jobs", type=int, default=1, metavar="N",
+                        help="problems checked at once, each in its own process sharing the device (default: 1; "
+                             "more is faster on small problems, but problems that need the GPU's memory alone may "
+                             "then fail out of memory)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.set_defaults(handler=run)
 
@@ -52,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     tallies = ("refereeable", "unrefereeable", "fp64_incompatible", "failed", "skipped")
     with progress_bar("refcheck", len(problems), enabled=not args.json, tallies=tallies) as advance:
         path = check_references(problems, oracles, args.out, device=args.device, pool=args.pool,
-                                timeout_s=args.timeout, progress=advance)
+                                timeout_s=args.timeout, jobs=args.jobs, progress=advance)
     result = summary(path, problems, oracles, args.device)
     if args.json:
         print_json(result)

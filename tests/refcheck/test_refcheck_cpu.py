@@ -62,6 +62,15 @@ def test_verdicts_isolation_and_resume(root: Path, tmp_path: Path, capsys: pytes
     assert without_seconds(again) == without_seconds(result)
 
 
+def test_problems_checked_at_once_give_the_records_of_one_at_a_time_in_the_same_order(
+        root: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    one = refcheck(capsys, "--problems", str(root), "--out", str(tmp_path / "one"))
+    four = refcheck(capsys, "--problems", str(root), "--out", str(tmp_path / "four"), "--jobs", "4")
+    assert without_seconds(four) == without_seconds(one)
+    order = [[r["problem"] for r in read_records(tmp_path / name / RESULTS_FILE)] for name in ("one", "four")]
+    assert order[0] == order[1] == sorted(order[0])
+
+
 def test_needed_tolerance_is_the_threshold(root: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     problem = str(root / "level1" / "1_CancellingSum.py")
     first = refcheck(capsys, problem, "--out", str(tmp_path / "a"))

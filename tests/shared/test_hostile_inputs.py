@@ -100,6 +100,8 @@ CASES = {
         lambda s, t: ["mutate", str((t / "empty").mkdir() or t / "empty"), "--out", str(t / "out")],
         ("{tmp}/empty", "holds no .py or .cu"), absent=("out",)),
     "mutate --jobs 0": Case(lambda s, t: ["mutate", "--list", "--jobs", "0"], ("--jobs", "got 0")),
+    "refcheck --jobs 0": Case(lambda s, t: ["refcheck", "--device", "cpu", "--out", str(t / "rc"), "--jobs", "0"],
+                              ("--jobs", "got 0")),
     "score --out an existing file": Case(lambda s, t: score(s, "--out", a_file(t)),
                                          ("--out {tmp}/a_file", "is a file, not a folder")),
     "score --out under a file": Case(lambda s, t: score(s, "--out", a_file(t) / "x" / "y"),
