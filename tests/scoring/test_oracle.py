@@ -86,7 +86,7 @@ def test_sol_execbench_counts_elements_within_tolerance_and_fails_nonfinite_and_
 def test_robust_kbench_uses_a_tf32_off_reference_and_the_repeat_check() -> None:
     robust = Oracle.load("robust-kbench")
     assert robust.reference.math_mode == "no_tf32" and robust.rule.repeat_allclose
-    assert drawn(robust)["batch-settings"] == [f"normal/math=no_tf32/s={seed}/batch" for seed in official_seeds()[:2]]
+    assert drawn(robust)["batch-settings"] == [f"normal/math=no_tf32/weights=trial/s={seed}/batch" for seed in official_seeds()[:2]]
 
 
 def test_fp64_fuzz_compares_against_the_fp64_reference() -> None:
@@ -247,7 +247,7 @@ def test_each_checker_reads_the_inputs_its_checker_draws_in_the_default_pool() -
         f"official/s={last}/official", f"scaled/draw=2/x=3/s={last}/official",
         f"scaled/draw=3/x=0.01/s={last}/official", f"scaled/draw=4/x=-1/s={last}/official"]
     assert drawn(Oracle.load("robust-kbench"))["trials"] == [
-        f"normal/math=no_tf32/s={seed}/official" for seed in official_seeds()]
+        f"normal/math=no_tf32/weights=trial/s={seed}/official" for seed in official_seeds()]
     assert drawn(Oracle.load("sol-execbench"))["rounds"] == ["normal/s=200/official"] + [
         f"normal/draw={k}/s=200/official" for k in range(2, 11)]
     assert drawn(Oracle.load("kernelbench-v0"))["trials"] == [f"normal/s={seed}/official" for seed in official_seeds()]

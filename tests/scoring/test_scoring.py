@@ -52,8 +52,8 @@ HIDDEN = [f"scaled/draw={k}/x={x}/s={LAST}/official" for k, x in ((2, "3"), (3, 
 # SOL-ExecBench's 10 rounds first (NORMAL[:10]), then robust-kbench's TF32-off trials and batch settings,
 # kernelbench-v0's randn trials.
 NORMAL = (["normal/s=200/official"] + [f"normal/draw={k}/s=200/official" for k in range(2, 11)]
-          + [f"normal/math=no_tf32/s={s}/official" for s in official_seeds()]
-          + [f"normal/math=no_tf32/s={s}/batch" for s in official_seeds()[:2]]
+          + [f"normal/math=no_tf32/weights=trial/s={s}/official" for s in official_seeds()]
+          + [f"normal/math=no_tf32/weights=trial/s={s}/batch" for s in official_seeds()[:2]]
           + [f"normal/s={s}/official" for s in official_seeds()])
 LARGE = "normal/x=1000/s=42/official"
 AUTOKERNEL = ["randn_seed42/s=42/official", "randn_seed42/s=42/small", "randn_seed42/s=42/odd",

@@ -427,8 +427,8 @@ ORACLE_NEEDS = {
     "kernelbench-verified hidden configs": [f"official/s={TRIAL_SEEDS[-1]}/official"] + [
         f"scaled/draw={k}/x={x}/s={TRIAL_SEEDS[-1]}/official" for k, x in ((2, "3"), (3, "0.01"), (4, "-1"))],
     "robust-kbench normal trials (TF32 off) and batch sizes": [
-        f"normal/math=no_tf32/s={s}/official" for s in TRIAL_SEEDS]
-    + [f"normal/math=no_tf32/s={s}/batch" for s in TRIAL_SEEDS[:2]] + ["official/s=42/batch"],
+        f"normal/math=no_tf32/weights=trial/s={s}/official" for s in TRIAL_SEEDS]
+    + [f"normal/math=no_tf32/weights=trial/s={s}/batch" for s in TRIAL_SEEDS[:2]] + ["official/s=42/batch"],
     "kernelbench-v0 randn trials": [f"normal/s={s}/official" for s in TRIAL_SEEDS],
     "kernelbench-x after seed 0": ["official/s=0/official"],
     "autokernel-ops randn seed 42, stability stage, odd sizes": [
