@@ -250,6 +250,65 @@ def test_a_run_stopped_midway_and_started_again_ends_with_the_evidence_of_an_uni
     pd.testing.assert_frame_equal(got, expected)
 
 
+def _start_run(root: Path, log: Path):
+    """`oracleaudit run` of the EDITS mutants in its own process group (the runner and its GPU worker)."""
+    import os
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "oracleaudit", "run", "--mutants", "mutants", "--out", "evidence",
+               "--pool", "tiny_pool.toml", "--timeout-floor", "30", "--json"]
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parents[2]),
+                                                                            os.environ.get("PYTHONPATH")]))}
+    with log.open("a") as sink:
+        return subprocess.Popen(command, cwd=root, env=environment, start_new_session=True, stdout=sink,
+                                stderr=subprocess.STDOUT)
+
+
+@pytest.mark.gpu
+def test_killed_at_random_moments_and_resumed_each_time_the_run_ends_with_the_evidence_of_an_uninterrupted_run(
+        evidence, tmp_path) -> None:
+    """SIGKILL of the whole run (a lost machine) at three moments drawn at random, the run started again after
+    each: every kill leaves a store that opens with no row twice, and the last run completes it to the rows
+    of the uninterrupted run."""
+    import os
+    import random
+    import signal
+    import time
+
+    import pandas as pd
+
+    *_, uninterrupted = evidence
+    shutil.copytree(DATA, tmp_path, dirs_exist_ok=True)
+    make_mutants(tmp_path)
+    log = tmp_path / "run.log"
+    keys = ["problem", "mutant_id", "input_id", "output_index"]
+    moments = random.Random(20261201)
+    landed = []
+    for _ in range(3):
+        process = _start_run(tmp_path, log)
+        moment = moments.uniform(4.0, 30.0)
+        started = time.monotonic()
+        while process.poll() is None and time.monotonic() - started < moment:
+            time.sleep(0.05)
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            landed.append(round(moment, 1))
+        process.wait(timeout=60)
+        if (tmp_path / "evidence" / "manifest.json").is_file():
+            rows = EvidenceStore(tmp_path / "evidence").open().read()
+            assert not rows.duplicated(keys).any(), f"a row recorded twice after a kill at {moment:.1f} s"
+    print(f"killed at {landed} s")
+    assert len(landed) >= 2, f"fewer than two kills landed mid-run: {landed}; {log.read_text()[-2000:]}"
+    process = _start_run(tmp_path, log)
+    assert process.wait(timeout=400) == 0, log.read_text()[-3000:]
+    final = EvidenceStore(tmp_path / "evidence").open().read()
+    volatile = ["time_ms", "error_message"]  # wall-clock measurements, and timeouts quote them
+    expected = uninterrupted.drop(columns=volatile).sort_values(keys).reset_index(drop=True)
+    got = final.drop(columns=volatile).sort_values(keys).reset_index(drop=True)
+    pd.testing.assert_frame_equal(got, expected)
+
+
 @pytest.mark.gpu
 def test_the_dask_backend_records_what_the_local_backend_records(evidence, tmp_path) -> None:
     """A local Dask cluster with one worker holding a `GPU` resource runs the same mutants (a crash among them,
