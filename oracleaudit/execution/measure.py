@@ -32,6 +32,7 @@ ENGINES = ("auto", "fused", "torch")
 _CODE_LOW, _CODE_HIGH = -1073 * SUB_BINS, 1024 * SUB_BINS + SUB_BINS - 1
 _N_BINS = _CODE_HIGH - _CODE_LOW + 2
 DEVICE_PASSES_ABOVE = 4096  # fronts longer than this are thinned on their device before the host's chain
+DEVICE_PASSES = 8  # at most this many of convex_chain's passes there (the first usually drops the most)
 
 
 def measure(out: torch.Tensor, ref: torch.Tensor, *, expected_dtype: torch.dtype | None = None,
@@ -374,7 +375,9 @@ def _inner_points_dropped(r: torch.Tensor, d: torch.Tensor) -> tuple[torch.Tenso
     otherwise cross to the host and be sorted there."""
     x, y = (r / r[-1], d / d[-1]) if float(r[-1]) * float(d[-1]) > 1e300 else (r, d)
     index = torch.arange(len(r), device=r.device)
-    while len(index) > 64:
+    for _ in range(DEVICE_PASSES):  # each pass waits for the device twice; the host's chain goes on from here
+        if len(index) <= 64:
+            break
         xi, yi = x[index], y[index]
         cross = (xi[1:-1] - xi[:-2]) * (yi[2:] - yi[:-2]) - (yi[1:-1] - yi[:-2]) * (xi[2:] - xi[:-2])
         drop = torch.zeros(len(index), dtype=torch.bool, device=r.device)

@@ -2,30 +2,35 @@
 its float64 copy's, computed once and cached on disk so that every slice, worker and later
 run of the same problem and pool input reuses them.
 
-Cache layout: `$ORACLEAUDIT_CACHE/references/<key>.pt` (torch.save of {"format", "ref32", "ref64"}, CPU
-tensors), written under a temporary name and renamed into place, read memory-mapped. The key hashes
-everything the references depend on: the problem file's bytes, the pool entry (key, distribution, shape
-overrides and input shapes), the fp32 math mode, the GPU model, the torch and CUDA versions and `FORMAT`.
-References larger than `MAX_CACHED_BYTES` are not written (each slice recomputes them: a 3-D convolution
-at KernelBench's size has 1 GiB of fp32 and 2 GiB of fp64 output per input, which would fill a disk), nor
-any that would leave less than `MIN_FREE_BYTES` free on the cache's disk (the bundled dataset's references
-under the default pool are ~40 GB). A lock file per key makes concurrent workers compute a reference once.
+Cache layout: `$ORACLEAUDIT_CACHE/references/<key>.bin`, one file per key, written under a temporary name and
+renamed into place, read memory-mapped:
 
-Writing is the slow part (torch.save of ~10 MB took 0.13 s on the GPU machine, a third of a cold run's worker
-time when it blocked the worker), so `compute_once` hands the file to a writer thread and goes on with the
-references in memory; the key's lock passes to the writer, so another worker wanting the key waits for the
-file rather than computing it again. A failed write is only a missed cache entry, never the job's failure.
+    8 bytes   the header's length H (unsigned, little-endian)
+    H bytes   the header, JSON: {"format": 2, "tensors": [{"group": "ref32"|"ref64", "dtype": "float32",
+              "shape": [...], "offset": O, "nbytes": N}, ...]} (offsets from the start of the file)
+    data      each tensor's bytes (C order, this machine's byte order), each starting at a multiple of 64
+
+The key hashes everything the references depend on: the problem file's bytes, the pool entry (key,
+distribution, shape overrides and input shapes), the fp32 math mode, the GPU model, the torch and CUDA
+versions and `FORMAT`. References larger than `MAX_CACHED_BYTES` are not written (each slice recomputes them:
+a 3-D convolution at KernelBench's size has 1 GiB of fp32 and 2 GiB of fp64 output per input, which would
+fill a disk), nor any that would leave less than `MIN_FREE_BYTES` free on the cache's disk (the bundled
+dataset's references under the default pool are ~40 GB). A lock file per key makes concurrent workers compute
+a reference once. A failed write is only a missed cache entry, never the job's failure.
+
+Why raw bytes: torch.save of ~10 MB took 0.13 s on the GPU machine (a zip archive with a checksum per record),
+a third of a cold run's worker time; writing the bytes is a copy into the page cache.
 """
 
 from __future__ import annotations
 
-import atexit
 import fcntl
 import hashlib
 import json
+import mmap
 import shutil
+import struct
 import sys
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -34,27 +39,10 @@ from oracleaudit.files import write_with
 from oracleaudit.tensors import tensor_bytes
 
 REFERENCES_DIR = "references"
-FORMAT = 1
+FORMAT = 2
 MAX_CACHED_BYTES = 256 << 20
 MIN_FREE_BYTES = 8 << 30  # never fill the cache's disk past this (builds and stores need it)
-
-_writer: ThreadPoolExecutor | None = None
-_pending: list[Future] = []
-
-
-def _background() -> ThreadPoolExecutor:
-    """This process's one writer thread (writes go one at a time: they share a disk)."""
-    global _writer
-    if _writer is None:
-        _writer = ThreadPoolExecutor(1, thread_name_prefix="oracleaudit-reference-writer")
-        atexit.register(flush)
-    return _writer
-
-
-def flush() -> None:
-    """Wait until every reference handed to the writer thread is on disk (or failed)."""
-    while _pending:
-        _pending.pop().result()
+_ALIGN = 64
 
 
 def reference_key(problem_sha256: str, entry: Any, mode: dict[str, Any]) -> str:
@@ -80,21 +68,17 @@ class ReferenceCache:
 
     def path(self, key: str) -> Path:
         assert self.root is not None
-        return self.root / f"{key}.pt"
+        return self.root / f"{key}.bin"
 
     def load(self, key: str) -> tuple[list, list] | None:
-        """(ref32, ref64) as CPU tensors, or None when not cached (or unreadable: computed again)."""
-        import torch
-
+        """(ref32, ref64) as CPU tensors (views of the memory-mapped file), or None when not cached (or
+        unreadable: computed again)."""
         if self.root is None or not self.path(key).is_file():
             return None
         try:
-            data = torch.load(self.path(key), map_location="cpu", mmap=True, weights_only=True)
-        except Exception:  # a cache file from another torch, or damaged: computed again
+            return _read(self.path(key))
+        except (OSError, ValueError, KeyError, TypeError, struct.error):  # damaged or another format
             return None
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            return None
-        return list(data["ref32"]), list(data["ref64"])
 
     def fits(self, ref32: list, ref64: list) -> bool:
         """Whether references of this size are written: at most `MAX_CACHED_BYTES`, leaving `MIN_FREE_BYTES`."""
@@ -105,43 +89,73 @@ class ReferenceCache:
         return shutil.disk_usage(self.root).free - size >= MIN_FREE_BYTES
 
     def save(self, key: str, ref32: list, ref64: list) -> bool:
-        """Write the references (CPU tensors) now if they `fit`; True if written."""
-        import torch
-
+        """Write the references (CPU tensors) if they `fit`; True if written."""
         if not self.fits(ref32, ref64):
             return False
-        data = {"format": FORMAT, "ref32": list(ref32), "ref64": list(ref64)}
-        write_with(self.path(key), lambda tmp: torch.save(data, tmp))
+        write_with(self.path(key), lambda tmp: _write(tmp, ref32, ref64))
         return True
 
     def compute_once(self, key: str, compute: Callable[[], tuple[list, list]]) -> tuple[list, list]:
-        """The references of `key`: from the cache, else `compute()`d under the key's lock (workers wanting the
-        same key wait and read the file) and handed to the writer thread, which releases the lock once the
-        file is written."""
+        """The references of `key`: from the cache, else `compute()`d and written under the key's lock (a
+        worker wanting the same key meanwhile waits, then reads the file)."""
         cached = self.load(key)
         if cached is not None or self.root is None:
             return cached if cached is not None else compute()
         lock = self.root / "locks" / f"{key}.lock"
         lock.parent.mkdir(parents=True, exist_ok=True)
-        handle = open(lock, "w")
-        try:
+        with open(lock, "w") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             cached = self.load(key)
             if cached is None:
                 cached = compute()
-                if self.fits(*cached):
-                    _pending[:] = [f for f in _pending if not f.done()]
-                    _pending.append(_background().submit(self._write_then_release, key, cached, handle))
-                    handle = None
+                try:
+                    self.save(key, *cached)
+                except OSError as err:  # a full or read-only disk: only a missed cache entry
+                    print(f"oracleaudit worker: reference cache not written ({err})", file=sys.stderr)
             return cached
-        finally:
-            if handle is not None:
-                handle.close()
 
-    def _write_then_release(self, key: str, references: tuple[list, list], handle) -> None:
-        try:
-            self.save(key, *references)
-        except OSError as err:  # a full or read-only disk: only a missed cache entry
-            print(f"oracleaudit worker: reference cache not written ({err})", file=sys.stderr)
-        finally:
-            handle.close()
+
+def _write(path: Path, ref32: list, ref64: list) -> None:
+    import torch
+
+    items = [("ref32", t) for t in ref32] + [("ref64", t) for t in ref64]
+    sizes = [t.numel() * t.element_size() for _, t in items]
+    start = 0
+    while True:  # the data starts after the header, whose offsets depend on where the data starts
+        entries, offset = [], start
+        for (group, t), nbytes in zip(items, sizes):
+            entries.append({"group": group, "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
+                            "offset": offset, "nbytes": nbytes})
+            offset += -(-nbytes // _ALIGN) * _ALIGN
+        header = json.dumps({"format": FORMAT, "tensors": entries}, sort_keys=True).encode()
+        if 8 + len(header) <= start:
+            break
+        start = -(-(8 + len(header)) // _ALIGN) * _ALIGN
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", start - 8) + header.ljust(start - 8))
+        for (_, t), entry in zip(items, entries):
+            if entry["nbytes"]:
+                f.seek(entry["offset"])
+                f.write(memoryview(t.detach().contiguous().reshape(-1).view(torch.uint8).numpy()))
+        f.truncate(max([e["offset"] + e["nbytes"] for e in entries], default=start))
+
+
+def _read(path: Path) -> tuple[list, list]:
+    import torch
+
+    with open(path, "rb") as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        if size > path.stat().st_size:
+            raise ValueError("header longer than the file")
+        header = json.loads(f.read(size))
+        if header.get("format") != FORMAT:
+            raise ValueError(f"format {header.get('format')}")
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY) if f.seek(0, 2) else b""
+    out: dict[str, list] = {"ref32": [], "ref64": []}
+    for entry in header["tensors"]:
+        dtype = getattr(torch, entry["dtype"])
+        count = entry["nbytes"] // torch.empty((), dtype=dtype).element_size()
+        flat = (torch.frombuffer(mapped, dtype=dtype, count=count, offset=entry["offset"]) if count
+                else torch.empty(0, dtype=dtype))
+        out[entry["group"]].append(flat.reshape(entry["shape"]))
+    return out["ref32"], out["ref64"]

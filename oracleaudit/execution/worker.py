@@ -401,14 +401,16 @@ class JobRun:
 
         job = self.job
         where = job.entry(entry.key)
-        self.send(Started(variant.key, entry.key))
+        # The variant's module and the input's references are made before the pair starts: waiting for them
+        # (a reference another worker is computing or writing) is no part of the variant's deadline.
         solution = self._solution(variant)
-        if isinstance(solution, BaseException):
+        gpu = None if isinstance(solution, BaseException) else self._gpu_entry(entry)
+        self.send(Started(variant.key, entry.key))
+        if gpu is None:
             self._send_rows(variant, entry, [row(variant.key, job.problem, where, 0, status_of(solution),
                                                  type(solution).__name__, first_line(solution), None, None,
                                                  self.mode(entry), None, None)])
             return
-        gpu = self._gpu_entry(entry)
         try:
             model_new = self._fresh_model(variant, solution)
             with self.clock("execution"), torch.no_grad(), math_flags(entry.math_mode):
