@@ -5,9 +5,10 @@ A `Supervisor` drives one worker process at a time through jobs (protocol.py). P
 worker says `Started`, then sends `Rows`; the supervisor records them and turns everything else into rows
 of its own:
 - a pair that misses its deadline (`timeout_floor_s + timeout_factor ×` the original's time on that input;
-  `ORIGINAL_TIMEOUT_S` for the original) is recorded as Timeout, the worker is killed, and the variant's
-  other inputs still to observe are recorded as *inferred* Timeout rows (a hang costs one deadline, not one
-  per input);
+  `ORIGINAL_TIMEOUT_S` for the original) has its worker killed and is run once more in a fresh worker with
+  `RETRY_DEADLINE_FACTOR` times the deadline (a worker stalled by its neighbours on a shared GPU and CPU is
+  not the variant's hang); if it misses that too it is recorded as Timeout and the variant's other inputs
+  still to observe are recorded as *inferred* Timeout rows (a hang costs two deadlines, not one per input);
 - a pair whose worker dies (a sticky CUDA error ends the CUDA context, so the worker reports `Fatal` and
   exits; or the process just dies) is recorded as RuntimeError and the job continues in a fresh worker on
   the remaining pairs, so a crash on one input leaves no hole on the others. After more than `max_crashes`
@@ -40,6 +41,7 @@ ORIGINAL_TIMEOUT_S = 600.0
 # that never end (1 mutant in 100 of the bundle), and each costs its slot the whole deadline: the floor only
 # has to absorb the noise of a pair that takes milliseconds, also with other workers sharing the GPU.
 TIMEOUT_FLOOR_S = 5.0
+RETRY_DEADLINE_FACTOR = 2.0  # a pair that missed its deadline gets this many times it when run again
 MAX_CRASHES = 3  # sticky crashes of one variant before its remaining inputs are inferred
 POLL_S = 0.5  # how often a waiting supervisor looks at the stop event
 WORKER_PRELOAD = ("torch", "torch.utils.cpp_extension", "numpy", "oracleaudit.execution.worker",
@@ -172,6 +174,7 @@ class _Slice:
         self.references = set(job.record_references)
         self.original_s: dict[str, float] = {}
         self.crashes: Counter = Counter()
+        self.missed: set[tuple[str, str]] = set()  # pairs that missed their deadline once: run again
         self.alone: dict[str, list[str]] = {}
         self.current: tuple[str, str] | None = None
         self.started = 0.0
@@ -345,7 +348,8 @@ class Supervisor:
         if variant == ORIGINAL or not state.original_s:
             return ORIGINAL_TIMEOUT_S
         original = state.original_s.get(key, max(state.original_s.values()))
-        return self.timeout_floor_s + self.timeout_factor * original
+        limit = self.timeout_floor_s + self.timeout_factor * original
+        return limit * RETRY_DEADLINE_FACTOR if (variant, key) in state.missed else limit
 
     def _rows(self, state: _Slice, result: SliceResult, message: Rows, now: float, shared) -> None:
         variant, key = message.variant, message.input
@@ -394,6 +398,11 @@ class Supervisor:
                 state.error = f"{job.solution}: the original timed out on {key} ({waited})"
                 return "failed"
             return "restart"
+        if variant != ORIGINAL and (variant, key) not in state.missed:
+            state.missed.add((variant, key))  # run again in a fresh worker, with a longer deadline
+            return "restart"
+        if variant != ORIGINAL:
+            waited += ", run again after missing the first deadline"
         state.take(variant, key)
         self.on_rows(variant, [failure_row(job, variant, key, Status.TIMEOUT, "TimeoutError", waited)])
         result.pairs += 1
