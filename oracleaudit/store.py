@@ -43,10 +43,12 @@ other values on another run, which is what `repeat_bitwise_equal` records.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import re
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import pandas as pd
 import pyarrow as pa
@@ -72,6 +74,7 @@ __all__ = [
 STORE_SCHEMA_VERSION = 2
 READABLE_SCHEMA_VERSIONS = (1, 2)
 MANIFEST_FILE = "manifest.json"
+WRITER_LOCK = ".writer.lock"  # held by the one process writing the store (EvidenceStore.writing)
 PARTS_DIR = "parts"
 SCHEMA_VERSION_KEY = b"oracleaudit.schema_version"
 
@@ -235,11 +238,29 @@ class EvidenceStore:
         return sum(entry["rows"] for entry in self._require()["parts"])
 
     def orphans(self) -> list[Path]:
-        """Files in parts/ that no manifest entry names (left by a crash); readers ignore them."""
+        """Files a crash left: in parts/ those no manifest entry names, and half-written manifests beside
+        it (temporary files renamed into place only when whole); readers ignore them."""
         committed = {p.name for p in self.parts}
+        left = sorted(self.path.glob(f".{MANIFEST_FILE}.*.tmp"))
         if not self.parts_dir.is_dir():
-            return []
-        return sorted(p for p in self.parts_dir.iterdir() if p.name not in committed)
+            return left
+        return sorted(p for p in self.parts_dir.iterdir() if p.name not in committed) + left
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator["EvidenceStore"]:
+        """Hold the store as its one writer for the block (an exclusive lock on `.writer.lock`, released when
+        the holder ends, even by SIGKILL), after removing what a crashed writer left (`orphans`); another
+        process asking meanwhile gets a one-line error instead of a second writer."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        with open(self.path / WRITER_LOCK, "w") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise OracleAuditError(f"{self.path}: another process is writing this evidence store "
+                                       "(its lock .writer.lock is held); wait for it or use another --out") from None
+            if self.exists():
+                self.remove_orphans()
+            yield self
 
     def remove_orphans(self) -> list[Path]:
         removed = self.orphans()

@@ -82,6 +82,7 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
     slice before its other inputs are inferred (0: no limit). `stop_after_s`: stop starting pairs after that
     many seconds, as Ctrl-C does (the pairs in flight are dropped), and return what was recorded."""
     from oracleaudit.execution.measure import ENGINES
+    from oracleaudit.store import EvidenceStore
     from oracleaudit.terminal import progress_bar
 
     started = time.perf_counter()
@@ -108,20 +109,21 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
     if backend == "local":
         require_gpus(gpus)
     mutants = read_mutants(mutants_dir)
-    store = open_store(out, pool, mutants_dir / MUTANTS_FILE if mutants_dir.is_dir() else mutants_dir)
-    jobs, errors, recorded = plan_jobs(mutants, pool, build_root(), store.done_keys(), per_solution)
-    jobs = [replace(job, evidence_engine=evidence_engine) for job in jobs]
-    result = RunResult(solutions=len(jobs), errors=errors, skipped=recorded)
-    if jobs:
-        with progress_bar("observing (variant, input) pairs", total=sum(job.pairs for job in jobs),
-                          enabled=show_progress) as advance:
-            supervise = dict(timeout_factor=timeout_factor, timeout_floor_s=timeout_floor_s, max_crashes=max_crashes)
-            with Recorder(store, result, advance) as recorder:
-                if backend == "local":
-                    Scheduler(jobs, require_gpus(gpus), workers_per_gpu, job_size, recorder, result,
-                              supervise).run(stop_after_s)
-                else:
-                    _run_dask(jobs, scheduler, recorder, result, supervise)
+    with EvidenceStore(out).writing():  # one writer; what a killed run left half-written is removed
+        store = open_store(out, pool, mutants_dir / MUTANTS_FILE if mutants_dir.is_dir() else mutants_dir)
+        jobs, errors, recorded = plan_jobs(mutants, pool, build_root(), store.done_keys(), per_solution)
+        jobs = [replace(job, evidence_engine=evidence_engine) for job in jobs]
+        result = RunResult(solutions=len(jobs), errors=errors, skipped=recorded)
+        if jobs:
+            with progress_bar("observing (variant, input) pairs", total=sum(job.pairs for job in jobs),
+                              enabled=show_progress) as advance:
+                supervise = dict(timeout_factor=timeout_factor, timeout_floor_s=timeout_floor_s, max_crashes=max_crashes)
+                with Recorder(store, result, advance) as recorder:
+                    if backend == "local":
+                        Scheduler(jobs, require_gpus(gpus), workers_per_gpu, job_size, recorder, result,
+                                  supervise).run(stop_after_s)
+                    else:
+                        _run_dask(jobs, scheduler, recorder, result, supervise)
     result.wall_s = time.perf_counter() - started
     return result
 

@@ -139,6 +139,39 @@ def test_an_orphan_part_left_by_a_crash_is_ignored_and_can_be_removed(tmp_path: 
     assert resumed.orphans() == [] and len(EvidenceStore(tmp_path / "evidence").read()) == 8
 
 
+def test_the_one_writer_removes_what_a_killed_writer_left_and_keeps_a_second_writer_out(tmp_path: Path):
+    import multiprocessing
+    import os
+    import signal
+
+    store = EvidenceStore(tmp_path / "evidence").create(META)
+    rows = all_rows()
+    store.append(rows[:4])
+    (store.parts_dir / ".part-000002-0.parquet.a1.tmp").write_bytes(b"PAR1 half a part")
+    (tmp_path / "evidence" / f".{MANIFEST_FILE}.b2.tmp").write_bytes(b'{"schema_')
+    assert len(EvidenceStore(tmp_path / "evidence").orphans()) == 2
+
+    context = multiprocessing.get_context("fork")
+    holding, release = context.Event(), context.Event()
+
+    def hold() -> None:
+        with EvidenceStore(tmp_path / "evidence").writing():
+            holding.set()
+            release.wait(30)
+
+    holder = context.Process(target=hold)
+    holder.start()
+    assert holding.wait(30)
+    assert EvidenceStore(tmp_path / "evidence").orphans() == []  # removed by the writer that took the lock
+    with pytest.raises(OracleAuditError, match="another process is writing this evidence store"):
+        with EvidenceStore(tmp_path / "evidence").writing():
+            pass
+    os.kill(holder.pid, signal.SIGKILL)  # a killed writer's lock goes with it
+    holder.join(30)
+    with EvidenceStore(tmp_path / "evidence").writing() as resumed:
+        assert resumed.num_rows == 4
+
+
 def test_done_keys_name_what_a_resumed_run_skips(tmp_path: Path):
     store = EvidenceStore(tmp_path / "evidence").create(META)
     rows = [observation("1_Softmax", "aaaa", "normal/s=0/official", output_index=i) for i in range(2)]
