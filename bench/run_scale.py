@@ -2,7 +2,8 @@
 
     full     every Pending mutant of the bundled dataset (a full `oracleaudit mutate` output) with the default
              pool, into one store; `--stop-after S` ends a call early and the next call continues it (its wall
-             time adds up). Run the first call on a cold build cache. `--per-solution N` runs the bundled
+             time adds up); `--shard K/N` runs one of N balanced sets of whole solutions into a store of its
+             own (a run longer than a session's device time: the stores merge with `oracleaudit merge`). Run the first call on a cold build cache. `--per-solution N` runs the bundled
              sample first (its smaller builds are then extra work: the sum of the calls' wall time is an upper
              bound of one uninterrupted run).
     memory   a worker's peak GPU memory with 10 and with 60 pool inputs of 4M elements each (the test
@@ -65,11 +66,40 @@ def _holes(mutants: Path, store: Path, pool: str) -> dict:
             "rows": len(rows), "inferred_rows": int(rows["inferred"].fillna(False).astype(bool).sum())}
 
 
+def shard(mutants_dir: Path, spec: str, work: Path) -> Path:
+    """A mutants folder (under `work`) with the Pending mutants of shard K of N ("K/N", K from 1): whole
+    solutions, dealt to the shards by greedy balancing of their Pending mutants (largest first, ties by
+    path), so that N stores made one per shard — in separate sessions or machines — merge
+    (`oracleaudit merge`) into the store of the whole run."""
+    from oracleaudit.mutant import PENDING, read_mutants, write_mutants
+
+    k, n = (int(x) for x in spec.split("/"))
+    if not 1 <= k <= n:
+        raise ValueError(f"--shard must be K/N with 1 ≤ K ≤ N, got {spec}")
+    mutants = read_mutants(mutants_dir)
+    by_source: dict[str, list] = {}
+    for m in mutants:
+        if m.status == PENDING:
+            by_source.setdefault(m.source, []).append(m)
+    loads = [0] * n
+    chosen = []
+    for source, group in sorted(by_source.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        target = min(range(n), key=lambda i: (loads[i], i))
+        loads[target] += len(group) + 1  # the original runs too
+        if target == k - 1:
+            chosen += group
+    write_mutants(work / "mutants", chosen, {m.source: (ROOT / m.source).read_text() for m in chosen})
+    return work / "mutants"
+
+
 def full(args) -> None:
     from oracleaudit import execution as runner
 
     state = _state(args.state)
     calls = state.setdefault("full", {"calls": []})["calls"]
+    if args.shard:
+        args.mutants = shard(args.mutants, args.shard, Path(tempfile.mkdtemp(prefix="oracleaudit-shard-")))
+        state["full"]["shard"] = args.shard
     result = runner.run(args.mutants, args.store, pool="default", workers_per_gpu=args.workers_per_gpu,
                         stop_after_s=args.stop_after, per_solution=args.per_solution, show_progress=False)
     summary = result.summary()
@@ -251,6 +281,8 @@ def main() -> None:
     p.add_argument("--cold", action="store_true", help="record that this first call starts on an empty build cache")
     p.add_argument("--per-solution", type=int, help="only the first N mutants of each solution (the bundled sample) "
                    "in this call; a later call without it goes on with the rest (its builds are the full units)")
+    p.add_argument("--shard", metavar="K/N", help="only shard K of N of the solutions (see `shard`), into its own "
+                   "store: the shards' stores merge into the whole run's")
     p.set_defaults(run=full)
     p = sub.add_parser("memory")
     p.add_argument("--state", type=Path, required=True)
