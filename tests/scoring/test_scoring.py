@@ -857,9 +857,54 @@ def kernelbench_x_passes(out: torch.Tensor, ref: torch.Tensor) -> bool:
     return True
 
 
-@pytest.mark.parametrize("name, passes", [("kernelbench", kernelbench_passes), ("autokernel", autokernel_passes),
-                                          ("kernelbench-x", kernelbench_x_passes),
-                                          ("sol-execbench", sol_execbench_passes)])
+def kernelbench_v01_passes(out: torch.Tensor, ref: torch.Tensor) -> bool:
+    """KernelBench @88df56b src/eval.py 597-614 (v0.1; v0 differs only in its inputs): shape check,
+    torch.allclose(output, output_new, atol=1e-02, rtol=1e-02)."""
+    return out.shape == ref.shape and torch.allclose(ref, out, atol=1e-2, rtol=1e-2)
+
+
+def kernelbench_verified_passes(out: torch.Tensor, ref: torch.Tensor, t: float = 1e-3) -> bool:
+    """kernel_bench_verified @3fdf6fe src/eval.py 930-948 (trials) and 435-444 (hidden configs): shape
+    check, torch.allclose(output, output_new, atol=tolerance, rtol=tolerance), fp32 tolerance 1e-3."""
+    return out.shape == ref.shape and torch.allclose(ref, out, atol=t, rtol=t)
+
+
+def robust_kbench_passes(out: torch.Tensor, ref: torch.Tensor) -> bool:
+    """robust-kbench @078f5ba robust_kbench/sandbox/correct_forward_fn.py 46-64: the kernel runs, the
+    reference, the kernel again; torch.allclose(output_ref, output_cuda, atol=1e-5, rtol=1e-5) for both
+    runs (here the two runs are equal). A shape mismatch makes allclose raise: the trial fails."""
+    if out.shape != ref.shape:
+        return False
+    return all(torch.allclose(ref, run, atol=1e-5, rtol=1e-5) for run in (out, out.clone()))
+
+
+def autokernel_ops_smoke_passes(out: torch.Tensor, ref: torch.Tensor) -> bool:
+    """AutoKernel @7843582 bench.py 666-680 (stage 1, smoke) with _compare 604-627 and _has_nan_inf 636-638:
+    NaN or Inf in the output fails; then shape, both cast to float32, torch.allclose(out_f, exp_f, 1e-4,
+    1e-4) (the float32 tolerance autokernel-ops.toml gives operators of no named family)."""
+    if not torch.isfinite(out).all():
+        return False
+    return out.shape == ref.shape and torch.allclose(out.float(), ref.float(), atol=1e-4, rtol=1e-4)
+
+
+def fp64_fuzz_passes(out: torch.Tensor, ref: torch.Tensor) -> bool:
+    """oracleaudit's own recipe (oracles/fp64-fuzz.toml, no published checker): an input whose float64
+    reference is not finite is skipped (nonfinite_reference = "skip": no evidence either way); otherwise the
+    output against it, |out − ref64| ≤ 1e-4 + 1e-4·|ref64| elementwise in float64, NaN anywhere fails."""
+    if out.shape != ref.shape:
+        return False
+    if not torch.isfinite(ref.double()).all():
+        return True
+    return torch.allclose(out.double(), ref.double(), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name, passes", [
+    ("kernelbench", kernelbench_passes), ("autokernel", autokernel_passes), ("kernelbench-x", kernelbench_x_passes),
+    ("sol-execbench", sol_execbench_passes), ("kernelbench-v0.1", kernelbench_v01_passes),
+    ("kernelbench-v0", kernelbench_v01_passes), ("kernelbench-verified", kernelbench_verified_passes),
+    ("kernelbench-verified-strict", lambda out, ref: kernelbench_verified_passes(out, ref, 1e-4)),
+    ("robust-kbench", robust_kbench_passes), ("fp64-fuzz", fp64_fuzz_passes),
+    ("autokernel-ops", autokernel_ops_smoke_passes)])
 def test_each_checker_s_decision_on_raw_tensors_is_the_verdict_from_evidence(name: str, passes) -> None:
     """Random and adversarial pairs (noise of every size, NaN/Inf on either side, shape mismatches, zeros,
     near-tolerance scalings): the oracle's verdict from the evidence equals the checker's own decision on
