@@ -8,6 +8,7 @@ import argparse
 import importlib.util
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -181,3 +182,53 @@ def test_compare_lists_a_changed_verdict_and_a_mutant_left_out(bench, work, tmp_
     assert (total["official"]["witnessed"], total["official"]["killed"]) == (
         total["bundled"]["witnessed"] + 1, total["bundled"]["killed"] + 1)
 
+
+
+def test_the_run_plans_every_pair_on_the_scaled_problem(bench, work, tmp_path, monkeypatch):
+    """What `run` hands the runner, planned as the GPU run plans it (the reference runs on the CPU: at
+    KernelBench's size for one problem, ~5 s)."""
+    from oracleaudit.execution import plan_jobs
+
+    monkeypatch.chdir(ROOT)  # mutants name their solutions relative to the repository root
+    keys = Pool.load(bench.POOL).keys()
+    label = TWO[1]
+    for size in bench.SIZES:
+        mutants = [m for m in read_mutants(work / f"mutants-{size}") if m.problem == label]
+        jobs, errors, recorded = plan_jobs(mutants, str(bench.POOL), tmp_path, set())
+        assert not errors and recorded == 0 and len(jobs) == 1
+        job = jobs[0]
+        assert job.problem == label and job.pairs == 17 * 8 and set(job.record_references) == set(keys)
+        shapes = dict((name, inputs) for name, _, inputs in job.shapes)
+        expected = [1024, 8192] if size == "official" else [128, 1024]
+        assert [list(s) for s in shapes["official"]] == [expected]
+        assert Path(job.problem_path) == (work / "problems" / f"{label}.py" if size == "official"
+                                          else bundled_root() / f"{label}.py").resolve()
+
+
+def test_run_resumes_the_store_of_its_size_and_records_each_call(bench, work, tmp_path, monkeypatch, capsys):
+    """`run` with the runner replaced by one that records the bundled evidence's rows (no GPU here)."""
+    import oracleaudit.execution as runner
+    from oracleaudit.execution import RunResult
+
+    work = shutil.copytree(work, tmp_path / "work")
+    calls = []
+
+    def fake_run(mutants, out, pool, workers_per_gpu, job_size, stop_after_s, show_progress):
+        calls.append((mutants, out, pool, workers_per_gpu, job_size, stop_after_s))
+        keys = Pool.load(pool).keys()
+        table = EvidenceStore(KILL_MATRIX).open().read_table(filters=[("problem", "in", TWO), ("input_id", "in", keys)])
+        EvidenceStore(out).create({"pool": pool}).append(table.to_pylist())
+        return RunResult(pairs=table.num_rows, stopped=False)
+
+    monkeypatch.setattr(runner, "run", fake_run)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda _: "a stand-in")
+    summary = bench.run(argparse.Namespace(work=work, size="bundled", stop_after=60.0, workers_per_gpu=8,
+                                           job_size=None))
+    assert calls == [(work / "mutants-bundled", work / "evidence-bundled", str(bench.POOL), 8, 8, 60.0)]
+    assert summary["pairs_left"] == 0 and summary["gpu"] == "a stand-in"
+    assert json.loads((work / "state.json").read_text())["runs"]["bundled"] == [summary]
+    assert "done: every pair observed" in capsys.readouterr().out
+    compared = bench.compare(argparse.Namespace(work=work, out=work / "compare.json", bundled_evidence=None,
+                                                official_evidence=KILL_MATRIX))
+    assert compared["evidence"]["bundled"] == {"path": str(work / "evidence-bundled"), "made_by": "a run"}
+    assert all(not part["changed"] for part in compared["oracles"].values())
