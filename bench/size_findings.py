@@ -145,7 +145,7 @@ def scale_problem(label: str, folder: Path) -> Path:
 
     text = (bundled_root() / f"{label}.py").read_text()
     for name, (value, _) in SCALED[label].constants.items():
-        text, count = re.subn(rf"^({name} = )\d+(\s*#.*)?$", rf"\g<1>{value}\g<2>", text, flags=re.M)
+        text, count = re.subn(rf"^({name} = )\d+(\s*#.*)?$", rf"\g<1>{value}\g<2>", text, flags=re.MULTILINE)
         if count != 1:
             raise ValueError(f"{label}: no single line `{name} = <int>` to scale")
     path = folder / f"{label}.py"
@@ -589,7 +589,7 @@ def main() -> None:
 if __name__ == "__main__":
     try:
         main()
-    except Exception as err:  # one line for a bad argument or file; the traceback is above for the rest
+    except Exception as err:  # noqa: BLE001 (one line for a bad argument or file; the traceback is above)
         import traceback
 
         traceback.print_exc()

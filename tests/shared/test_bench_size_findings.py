@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -20,7 +21,12 @@ import torch
 
 from oracleaudit.mutant import read_mutants
 from oracleaudit.pool import Pool
-from oracleaudit.problem import bundled_root, int_constants, load_problem_module, problem_at
+from oracleaudit.problem import (
+    bundled_root,
+    int_constants,
+    load_problem_module,
+    problem_at,
+)
 from oracleaudit.scoring.oracle import Oracle
 from oracleaudit.shipped import shipped_dir
 from oracleaudit.store import EvidenceStore
@@ -75,13 +81,13 @@ def test_cited_sizes_are_kernelbench_s_at_the_cited_commit(bench, tmp_path):
     """Every value is the expression it cites in KernelBench's file at the commit, and the scaled problem's
     get_inputs() shapes (meta device) are that file's."""
     have = MIRROR.is_dir() and subprocess.run(["git", "-C", str(MIRROR), "cat-file", "-e", bench.KERNELBENCH_COMMIT],
-                                              capture_output=True).returncode == 0
+                                              capture_output=True, check=False).returncode == 0
     if not have:
         pytest.skip(f"no mirror of KernelBench at {MIRROR} with commit {bench.KERNELBENCH_COMMIT}")
     for label, spec in bench.SCALED.items():
         theirs = _kernelbench_module(spec.source, bench.KERNELBENCH_COMMIT, tmp_path)
         for name, (value, expression) in spec.constants.items():
-            assert eval(expression, {}, vars(theirs)) == value, (label, name)  # noqa: S307 (KernelBench's constants)
+            assert eval(expression, {}, vars(theirs)) == value, (label, name)  # KernelBench's constants
         with torch.device("meta"):
             shapes = [list(t.shape) for t in theirs.get_inputs()]
         assert bench.footprint(bench.scale_problem(label, tmp_path))["input_shapes"] == shapes, label
@@ -89,11 +95,12 @@ def test_cited_sizes_are_kernelbench_s_at_the_cited_commit(bench, tmp_path):
 
 def test_pool_holds_exactly_the_inputs_both_oracles_draw_as_the_default_pool_makes_them(bench):
     mine, default = Pool.load(bench.POOL), Pool.load("default")
+    keys, every = mine.keys(), default.keys()
     drawn = set()
     for name in bench.ORACLES:
         for stage in Oracle.load(name).stages:
-            here = {key for key in mine.keys() if stage.draws(key)}
-            assert here and here == {key for key in default.keys() if stage.draws(key)}, (name, stage.name)
+            here = {key for key in keys if stage.draws(key)}
+            assert here and here == {key for key in every if stage.draws(key)}, (name, stage.name)
             drawn |= here
     assert drawn == set(mine.keys())
     for entry in mine:
@@ -191,18 +198,26 @@ def test_the_run_plans_every_pair_on_the_scaled_problem(bench, work, tmp_path, m
 
     monkeypatch.chdir(ROOT)  # mutants name their solutions relative to the repository root
     keys = Pool.load(bench.POOL).keys()
-    label = TWO[1]
+    label, jobs_of = TWO[1], {}
     for size in bench.SIZES:
         mutants = [m for m in read_mutants(work / f"mutants-{size}") if m.problem == label]
         jobs, errors, recorded = plan_jobs(mutants, str(bench.POOL), tmp_path, set())
         assert not errors and recorded == 0 and len(jobs) == 1
-        job = jobs[0]
+        job = jobs_of[size] = jobs[0]
         assert job.problem == label and job.pairs == 17 * 8 and set(job.record_references) == set(keys)
-        shapes = dict((name, inputs) for name, _, inputs in job.shapes)
+        shapes = {name: inputs for name, _, inputs in job.shapes}
         expected = [1024, 8192] if size == "official" else [128, 1024]
         assert [list(s) for s in shapes["official"]] == [expected]
         assert Path(job.problem_path) == (work / "problems" / f"{label}.py" if size == "official"
                                           else bundled_root() / f"{label}.py").resolve()
+    # The worker's inputs at KernelBench's size: its entries resolved with the job's shapes and made on the CPU,
+    # as the worker makes them (execution/worker.py `_entries`, `_host_entry`).
+    path, job = work / "problems" / f"{label}.py", jobs_of["official"]
+    entries = [replace(e, overrides=o, input_shapes=i) for e in Pool.load(job.pool) for name, o, i in job.shapes
+               if e.shape == name]
+    made = {e.key: e.make_inputs(e.load_problem(problem_at(path)), "cpu")[0] for e in entries}
+    assert {tuple(x.shape) for x in made.values()} == {(1024, 8192)} and len(made) == 8
+    assert not torch.equal(made["scaled/draw=4/x=-1/s=2584932063/official"], -made["official/s=2584932063/official"])
 
 
 def test_run_resumes_the_store_of_its_size_and_records_each_call(bench, work, tmp_path, monkeypatch, capsys):
