@@ -8,6 +8,11 @@ Folder contract
       parts/part-<seq>-<worker>.parquet  one batch of observation rows each (zstd; `OBSERVATION_SCHEMA`,
                                          with schema_version in the Parquet metadata)
 
+A packed store (`EvidenceStore.pack`, `pack_rows`; contract in `packed.py`) holds the same rows in about
+half the bytes, for shipping (the bundled kill_matrix/evidence): its manifest has layout "packed",
+packed_version and `files` in place of `parts`, it is read like any other store (the same rows, values and
+dtypes, in key order), and it is read-only. Readers older than the packed layout refuse it (no `parts`).
+
 Only parts listed in the manifest count. `append` writes a part under a temporary name, renames it into
 place, then replaces the manifest atomically; a crash in between leaves an orphan part that every reader
 ignores (`remove_orphans` deletes it), never a half-written manifest, so a resumed run neither loses nor
@@ -47,6 +52,7 @@ import contextlib
 import fcntl
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
@@ -54,6 +60,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from oracleaudit import packed
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.evidence import arrow_fields
 from oracleaudit.files import file_sha256, write_atomic, write_with
@@ -69,12 +76,14 @@ __all__ = [
     "RUN_IDENTITY",
     "STORE_SCHEMA_VERSION",
     "merge_stores",
+    "pack_rows",
 ]
 
 STORE_SCHEMA_VERSION = 2
 READABLE_SCHEMA_VERSIONS = (1, 2)
 MANIFEST_FILE = "manifest.json"
 WRITER_LOCK = ".writer.lock"  # held by the one process writing the store (EvidenceStore.writing)
+PACKED = "packed"  # the manifest's layout of a packed store
 PARTS_DIR = "parts"
 SCHEMA_VERSION_KEY = b"oracleaudit.schema_version"
 
@@ -195,18 +204,15 @@ class EvidenceStore:
         if version not in READABLE_SCHEMA_VERSIONS:
             raise OracleAuditError(f"{where}: schema_version must be one of "
                                    f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))}, got {version!r}")
+        if manifest.get("layout") == PACKED:
+            self._check_packed(manifest)
+            self._manifest = manifest
+            self._keys = None
+            return self
         parts = manifest.get("parts")
         if not isinstance(manifest.get("meta"), dict) or not isinstance(parts, list):
             raise OracleAuditError(f"{where}: needs a `meta` object and a `parts` list")
-        for entry in parts:
-            if not (isinstance(entry, dict) and set(entry) == {"file", "rows", "sha256"}
-                    and isinstance(entry["file"], str) and _PART_NAME.fullmatch(Path(entry["file"]).name)):
-                raise OracleAuditError(f"{where}: bad part entry {entry!r}")
-            part = self.path / entry["file"]
-            if not part.is_file():
-                raise OracleAuditError(f"{part}: committed part is missing")
-            if file_sha256(part) != entry["sha256"]:
-                raise OracleAuditError(f"{part}: sha256 differs from {MANIFEST_FILE} (changed after it was committed)")
+        self._check_entries(parts, lambda file: bool(_PART_NAME.fullmatch(Path(file).name)), "part")
         self._manifest = manifest
         self._keys = None
         return self
@@ -230,12 +236,20 @@ class EvidenceStore:
 
     @property
     def parts(self) -> list[Path]:
-        """The committed parts, in commit order."""
-        return [self.path / entry["file"] for entry in self._require()["parts"]]
+        """The committed parts, in commit order (none in a packed store)."""
+        return [self.path / entry["file"] for entry in self._require().get("parts", [])]
 
     @property
     def num_rows(self) -> int:
-        return sum(entry["rows"] for entry in self._require()["parts"])
+        manifest = self._require()
+        if self.packed:
+            return manifest["files"]["rows"]["rows"]
+        return sum(entry["rows"] for entry in manifest["parts"])
+
+    @property
+    def packed(self) -> bool:
+        """Whether this is a packed store (read-only: see `pack`)."""
+        return self._require().get("layout") == PACKED
 
     def orphans(self) -> list[Path]:
         """Files a crash left: in parts/ those no manifest entry names, and half-written manifests beside
@@ -272,7 +286,7 @@ class EvidenceStore:
 
     def append(self, rows: Sequence[Mapping[str, Any]]) -> Path:
         """Commit rows as one new part; returns its path. Keys already committed are refused."""
-        manifest = self._require()
+        manifest = self._writable()
         if not rows:
             raise OracleAuditError(f"{self.path}: no rows to append")
         table = self._table(rows)
@@ -292,7 +306,7 @@ class EvidenceStore:
         keys this store lacks, as one part sorted by key; a key present in several stores is taken from the
         first (this store, then `others` in order). Their meta must equal this store's on the keys in
         `identity` (default: all keys). Returns the number of rows added."""
-        manifest = self._require()
+        manifest = self._writable()
         keys = set(self._key_set())
         tables = []
         for other in others:
@@ -325,7 +339,7 @@ class EvidenceStore:
         same rows give a byte-identical part whatever order they arrived in (with the same pyarrow). Old
         parts are deleted after the manifest names the new one. None (and nothing written) for an empty
         store."""
-        self._require()
+        self._writable()
         table = _dedupe_first(self.read_table())
         if table.num_rows == 0:
             return None
@@ -335,6 +349,10 @@ class EvidenceStore:
             part.unlink(missing_ok=True)
         self._keys = None
         return path
+
+    def pack(self, dest: Path | str) -> "EvidenceStore":
+        """Write this store's rows as a new packed store at `dest` (see `pack_rows`) and return it open."""
+        return pack_rows(dest, self.meta, self.read_table())
 
     # ---- reading --------------------------------------------------------------------------------------
 
@@ -351,6 +369,11 @@ class EvidenceStore:
             if unknown:
                 raise OracleAuditError(f"{self.path}: unknown columns {unknown}")
         expression = pq.filters_to_expression(filters) if isinstance(filters, list) else filters
+        if self.packed:
+            files = {name: self.path / entry["file"] for name, entry in self._manifest["files"].items()}
+            table = packed.load(files, OBSERVATION_SCHEMA, None if expression is not None else columns)
+            table = table.filter(expression) if expression is not None else table
+            return table.select(list(columns)) if columns is not None else table
         tables = [self._read_part(part, columns, expression) for part in self.parts]
         if not tables:
             empty = OBSERVATION_SCHEMA.empty_table()
@@ -367,6 +390,39 @@ class EvidenceStore:
         if self._manifest is None:
             self.open()
         return self._manifest
+
+    def _writable(self) -> dict[str, Any]:
+        manifest = self._require()
+        if self.packed:
+            raise OracleAuditError(f"{self.path}: a packed store is read-only (merge it into a new store to add rows)")
+        return manifest
+
+    def _check_packed(self, manifest: dict[str, Any]) -> None:
+        """Refuse a packed manifest that is malformed, of another version, or whose files changed."""
+        where = self.manifest_path
+        if manifest.get("schema_version") != STORE_SCHEMA_VERSION or manifest.get("packed_version") != packed.PACKED_VERSION:
+            raise OracleAuditError(f"{where}: a packed store must have schema_version {STORE_SCHEMA_VERSION} and "
+                                   f"packed_version {packed.PACKED_VERSION}, got {manifest.get('schema_version')!r} and "
+                                   f"{manifest.get('packed_version')!r}")
+        files = manifest.get("files")
+        if not isinstance(manifest.get("meta"), dict) or not isinstance(files, dict) or sorted(files) != sorted(packed.FILES):
+            raise OracleAuditError(f"{where}: a packed store needs a `meta` object and `files` "
+                                   f"{', '.join(packed.FILES)}")
+        for name, entry in files.items():
+            expected = f"{packed.PACKED_DIR}/{name}.parquet"
+            self._check_entries([entry], lambda file, expected=expected: file == expected, "packed file")
+
+    def _check_entries(self, entries: list[Any], valid_file: Any, what: str) -> None:
+        """Refuse a manifest entry {file, rows, sha256} that is malformed, or whose file is missing or changed."""
+        for entry in entries:
+            if not (isinstance(entry, dict) and set(entry) == {"file", "rows", "sha256"}
+                    and isinstance(entry["file"], str) and valid_file(entry["file"])):
+                raise OracleAuditError(f"{self.manifest_path}: bad {what} entry {entry!r}")
+            path = self.path / entry["file"]
+            if not path.is_file():
+                raise OracleAuditError(f"{path}: committed {what} is missing")
+            if file_sha256(path) != entry["sha256"]:
+                raise OracleAuditError(f"{path}: sha256 differs from {MANIFEST_FILE} (changed after it was committed)")
 
     def _check_meta(self, meta: Mapping[str, Any]) -> dict[str, Any]:
         try:
@@ -481,3 +537,26 @@ def merge_stores(target: Path, sources: Sequence[Path], compact: bool = False) -
     if compact:
         into.compact()
     return {"into": str(into.path), "added": added, "rows": into.num_rows, "errors": errors}
+
+
+def pack_rows(dest: Path | str, meta: Mapping[str, Any], table: pa.Table) -> EvidenceStore:
+    """A new packed store (packed.py) at `dest` holding `table`'s rows (the observation schema; the first row
+    of a key kept, sorted by key) with `meta`: the same rows give byte-identical files (with the same
+    pyarrow). `dest` must not hold a store; its manifest is written last, so a crash leaves no store."""
+    store = EvidenceStore(dest)
+    if store.exists():
+        raise OracleAuditError(f"{store.manifest_path}: an evidence store already exists here")
+    if not table.schema.remove_metadata().equals(OBSERVATION_SCHEMA.remove_metadata()):
+        raise OracleAuditError(f"{store.path}: rows to pack must have the observation schema")
+    meta = store._check_meta(meta)
+    table = _dedupe_first(table).sort_by(_SORT)
+    folder = store.path / packed.PACKED_DIR
+    if folder.exists():
+        shutil.rmtree(folder)
+    written = packed.write(packed.encode(table), folder, {SCHEMA_VERSION_KEY: str(STORE_SCHEMA_VERSION).encode()})
+    files = {name: {"file": f"{packed.PACKED_DIR}/{path.name}", "rows": pq.ParquetFile(path).metadata.num_rows,
+                    "sha256": file_sha256(path)} for name, path in written.items()}
+    store._write_manifest({"schema_version": STORE_SCHEMA_VERSION, "layout": PACKED,
+                           "packed_version": packed.PACKED_VERSION, "meta": meta, "files": files})
+    store._keys = None
+    return store

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Callable, Sequence
 
 import pytest
 
@@ -25,14 +26,25 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
     bundled = EvidenceStore(BUNDLE / "evidence").open()
     table = bundled.read_table(filters=[("problem", "in", list(PROBLEMS))])
     EvidenceStore(root / "evidence").create(bundled.meta).append(table.to_pylist())
+    write_bundled_mutants(root / "mutants", PROBLEMS)
+    return root
+
+
+def write_bundled_mutants(folder: Path, problems: Sequence[str]) -> None:
+    """A mutants folder (`mutants.jsonl`, `diffs/`) of the bundled mutants of these problems."""
     lines = [line for line in (BUNDLE / "mutants" / MUTANTS_FILE).read_text().splitlines()
-             if json.loads(line)["problem"] in PROBLEMS]
-    (root / "mutants" / DIFFS_DIR).mkdir(parents=True)
-    (root / "mutants" / MUTANTS_FILE).write_text("".join(line + "\n" for line in lines))
+             if json.loads(line)["problem"] in problems]
+    (folder / DIFFS_DIR).mkdir(parents=True)
+    (folder / MUTANTS_FILE).write_text("".join(line + "\n" for line in lines))
     for line in lines:
         name = f"{json.loads(line)['id']}.diff"
-        shutil.copy2(BUNDLE / "mutants" / DIFFS_DIR / name, root / "mutants" / DIFFS_DIR / name)
-    return root
+        shutil.copy2(BUNDLE / "mutants" / DIFFS_DIR / name, folder / DIFFS_DIR / name)
+
+
+@pytest.fixture(scope="session")
+def bundled_mutants() -> Callable[[Path, Sequence[str]], None]:
+    """`write_bundled_mutants`, for tests that build their own slice of the bundled evidence."""
+    return write_bundled_mutants
 
 
 @pytest.fixture

@@ -1,0 +1,179 @@
+"""The packed layout of the evidence store (packed.py): real rows of the bundled evidence packed and read
+back bit for bit with their dtypes, the catalog oracles' verdicts unchanged, the same rows packed into the
+same bytes, and what a packed store refuses."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from oracleaudit.errors import OracleAuditError
+from oracleaudit.packed import FILES, PACKED_DIR
+from oracleaudit.scoring import Audit
+from oracleaudit.scoring.oracle import Oracle, catalog
+from oracleaudit.shipped import shipped_dir
+from oracleaudit.store import KEY_COLUMNS, OBSERVATION_SCHEMA, EvidenceStore, pack_rows
+
+BUNDLE = shipped_dir("kill_matrix")
+# errors, inferred rows and NaN (HingeLoss), integer outputs (Argmax), pairs missing and incomplete hulls
+# (FrobeniusNorm), the largest hulls (Conv2d_InstanceNorm_Tanh), many errors (Cumprod), a level-3 model
+SAMPLE = ("level1/50_HingeLoss", "level1/15_Argmax_over_a_dim", "level1/20_FrobeniusNorm",
+          "level2/9_Conv2d_InstanceNorm_Tanh", "level1/45_Cumprod", "level3/4_GRUCell_Sequence")
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory, bundled_mutants) -> Path:
+    """A plain store (`plain/`, the rows in two parts, not in key order) and the mutants folder
+    (`mutants/`) of the bundled evidence of SAMPLE's problems."""
+    root = tmp_path_factory.mktemp("sample")
+    bundled = EvidenceStore(BUNDLE / "evidence").open()
+    rows = bundled.read_table(filters=[("problem", "in", list(SAMPLE))]).to_pylist()
+    store = EvidenceStore(root / "plain").create(bundled.meta)
+    store.append(rows[1::2])
+    store.append(rows[0::2])
+    bundled_mutants(root / "mutants", SAMPLE)
+    store.pack(root / "packed")
+    return root
+
+
+def by_key(table: pa.Table) -> pa.Table:
+    return table.sort_by([(name, "ascending") for name in KEY_COLUMNS])
+
+
+def assert_same_rows(packed: pa.Table, plain: pa.Table) -> None:
+    """Equal rows (pandas, exact), the same dtypes and schema metadata, every float equal to the bit."""
+    expected = by_key(plain)
+    assert packed.schema.equals(expected.schema) and packed.schema.metadata == expected.schema.metadata
+    pd.testing.assert_frame_equal(packed.to_pandas(), expected.to_pandas(), check_exact=True)
+    for name, kind in zip(packed.column_names, packed.schema.types):
+        a, b = packed.column(name), expected.column(name)
+        if pa.types.is_list(kind):
+            assert a.is_valid().equals(b.is_valid()) and pc.list_value_length(a).equals(pc.list_value_length(b)), name
+            a, b = pc.list_flatten(a), pc.list_flatten(b)
+        if pa.types.is_floating(a.type):
+            assert a.is_valid().equals(b.is_valid()), name
+            bits = [pc.fill_null(c, 0.0).to_numpy().view(np.int64) for c in (a, b)]
+            assert np.array_equal(*bits), name
+
+
+def test_a_packed_store_reads_back_every_row_bit_for_bit(sample: Path) -> None:
+    plain, packed = EvidenceStore(sample / "plain").open(), EvidenceStore(sample / "packed").open()
+    assert packed.packed and not plain.packed and packed.parts == [] and packed.orphans() == []
+    assert packed.num_rows == plain.num_rows > 6000 and packed.meta == plain.meta
+    assert_same_rows(packed.read_table(), plain.read_table())
+    assert packed.done_keys() == plain.done_keys()
+    manifest = json.loads(packed.manifest_path.read_text())
+    assert manifest["layout"] == "packed" and manifest["packed_version"] == 1 and manifest["schema_version"] == 2
+    assert sorted(manifest["files"]) == sorted(FILES) and "parts" not in manifest
+    # less than half the bytes of the plain parts
+    size = sum(p.stat().st_size for p in (sample / "packed" / PACKED_DIR).iterdir())
+    assert size < 0.5 * sum(p.stat().st_size for p in plain.parts)
+
+
+@pytest.mark.parametrize("columns", [["fp32_within_1e-04", "status"], ["fp64_rmse", "fp64_max_rel", "fp32_max_abs"],
+                                     ["fp64_hull_d"], ["fp32_hull_r", "inferred"], []])
+def test_columns_and_filters_read_from_a_packed_store_as_from_the_plain_one(sample: Path, columns: list[str]) -> None:
+    plain, packed = EvidenceStore(sample / "plain").open(), EvidenceStore(sample / "packed").open()
+    assert_same_rows(packed.read_table(columns=[*KEY_COLUMNS, *columns]),
+                     plain.read_table(columns=[*KEY_COLUMNS, *columns]))
+    where = [("status", "==", "Ok"), ("problem", "==", SAMPLE[0])]
+    assert_same_rows(packed.read_table(columns=[*KEY_COLUMNS, *columns], filters=where),
+                     plain.read_table(columns=[*KEY_COLUMNS, *columns], filters=where))
+
+
+def test_every_catalog_oracle_gives_the_same_verdicts_on_the_packed_store(sample: Path) -> None:
+    plain = Audit.load(sample / "plain", sample / "mutants")
+    packed = Audit.load(sample / "packed", sample / "mutants")
+    pd.testing.assert_frame_equal(packed.witness, plain.witness)
+    for name in sorted(catalog()):
+        oracle = Oracle.load(name)
+        a, b = packed.verdicts(oracle), plain.verdicts(oracle)
+        assert np.array_equal(a.killed, b.killed) and np.array_equal(a.complete, b.complete), name
+        assert (a.original_trials, a.original_trials_failed, a.inexact) == (b.original_trials, b.original_trials_failed,
+                                                                             b.inexact), name
+        assert packed.score(oracle) == plain.score(oracle), name
+
+
+def test_the_same_rows_pack_into_the_same_bytes(sample: Path, tmp_path: Path) -> None:
+    plain = EvidenceStore(sample / "plain").open()
+    other = EvidenceStore(tmp_path / "other").create(plain.meta)  # the rows in one part, in another order
+    other.append(plain.read_table().take(pa.array(np.random.default_rng(0).permutation(plain.num_rows))).to_pylist())
+    other.pack(tmp_path / "again")
+    for name in FILES:
+        assert (tmp_path / "again" / PACKED_DIR / f"{name}.parquet").read_bytes() == \
+               (sample / "packed" / PACKED_DIR / f"{name}.parquet").read_bytes(), name
+    assert (tmp_path / "again" / "manifest.json").read_bytes() == (sample / "packed" / "manifest.json").read_bytes()
+
+
+def test_values_no_prediction_reaches_are_kept_to_the_bit(sample: Path, tmp_path: Path) -> None:
+    """NaN payloads, −0.0, a count null among present ones, hull points whose difference is not the output's,
+    statistics the hull does not predict, empty and null lists."""
+    table = by_key(EvidenceStore(sample / "plain").open().read_table()).slice(0, 400)
+    rows = table.to_pylist()
+    payload = np.array([0x7FF8_0000_DEAD_BEEF], dtype=np.int64).view(np.float64)[0]
+    for i, row in enumerate(rows):
+        if row["fp64_hull_d"]:
+            row["fp64_hull_d"] = [d * (1 + 2 ** -40) if k % 2 else d for k, d in enumerate(row["fp64_hull_d"])]
+            row["fp64_max_abs"] = math.pi
+            row["fp64_max_rel"] = -0.0
+            row["fp64_rmse"] = payload if i % 3 == 0 else row["fp64_rmse"]
+        if row["fp32_n"] is not None and i % 5 == 0:
+            row["fp32_within_1e-03"] = None
+            row["fp32_l2_diff"] = -0.0
+        if i % 7 == 0:
+            row["fp32_out_shape"] = []
+            row["fp32_hull_r"] = row["fp32_hull_d"] = [] if row["fp32_hull_r"] is not None else None
+    changed = pa.Table.from_pylist(rows, schema=OBSERVATION_SCHEMA)
+    store = pack_rows(tmp_path / "odd", {"pool": "default"}, changed)
+    assert_same_rows(EvidenceStore(store.path).open().read_table(), changed)
+
+
+def test_an_empty_store_packs_and_reads_as_empty(tmp_path: Path) -> None:
+    empty = EvidenceStore(tmp_path / "empty").create({"pool": "default"}).pack(tmp_path / "packed")
+    assert empty.num_rows == 0 and empty.read().empty and list(empty.read().columns) == OBSERVATION_SCHEMA.names
+    assert empty.done_keys() == set()
+
+
+def test_a_packed_store_is_read_only_and_refuses_what_changed(sample: Path, tmp_path: Path) -> None:
+    shutil.copytree(sample / "packed", tmp_path / "packed")
+    packed = EvidenceStore(tmp_path / "packed").open()
+    row = packed.read_table().slice(0, 1).to_pylist()
+    for write in (lambda: packed.append(row), lambda: packed.merge([sample / "plain"]), packed.compact):
+        with pytest.raises(OracleAuditError, match="a packed store is read-only"):
+            write()
+    with pytest.raises(OracleAuditError, match="an evidence store already exists here"):
+        EvidenceStore(sample / "plain").pack(tmp_path / "packed")
+    # merging a packed store into a plain one gives its rows back
+    merged = EvidenceStore(tmp_path / "merged").create(packed.meta)
+    assert merged.merge([packed]) == packed.num_rows
+    assert_same_rows(merged.read_table(), packed.read_table())
+
+    manifest = json.loads(packed.manifest_path.read_text())
+    points = tmp_path / "packed" / PACKED_DIR / "points.parquet"
+    points.write_bytes(points.read_bytes()[:-9] + b"123456789")
+    with pytest.raises(OracleAuditError, match=rf"{points}: sha256 differs from manifest.json"):
+        EvidenceStore(tmp_path / "packed").open()
+    # a reader from before the packed layout finds no parts and refuses the store
+    old = {k: v for k, v in manifest.items() if k not in ("layout", "packed_version")}
+    packed.manifest_path.write_text(json.dumps(old))
+    with pytest.raises(OracleAuditError, match="needs a `meta` object and a `parts` list"):
+        EvidenceStore(tmp_path / "packed").open()
+    packed.manifest_path.write_text(json.dumps({**manifest, "packed_version": 2}))
+    with pytest.raises(OracleAuditError, match="packed_version 1, got 2 and 2"):
+        EvidenceStore(tmp_path / "packed").open()
+
+
+def test_hulls_the_layout_cannot_keep_are_refused(sample: Path, tmp_path: Path) -> None:
+    rows = EvidenceStore(sample / "plain").open().read_table().slice(0, 5).to_pylist()
+    rows[0]["fp32_hull_d"] = (rows[0]["fp32_hull_d"] or []) + [1.0]
+    with pytest.raises(OracleAuditError, match="differ in length or nullness"):
+        pack_rows(tmp_path / "bad", {"pool": "default"}, pa.Table.from_pylist(rows, schema=OBSERVATION_SCHEMA))
+    assert not (tmp_path / "bad" / "manifest.json").exists()
