@@ -1,22 +1,28 @@
-"""Benchmark (CPU): what each candidate compaction of the evidence store saves, measured on a real store
-before one is chosen (the complete bundled evidence must fit in 40 MiB: ~400k rows, ~105 bytes a row).
+"""Benchmark (CPU): the bytes of the bundled evidence, as `oracleaudit run` writes a store and packed
+(oracleaudit/packed.py), by column group; the steps between them; and the size of the complete bundle
+projected from samples of the bundle (the issue "Complete bundled evidence": the whole dataset, 6,765
+mutants + 70 originals × 68 inputs plus the reference rows, in 40 MiB with mutants.jsonl, diffs and
+provenance).
 
-Writes the store's rows to Parquet in memory once per candidate, each lossless, and prints bytes per row side
-by side with the ratio to the store as written today (zstd at pyarrow's default level):
-    level 9 / 15        zstd at a higher level
-    split               byte-stream-split encoding of the float columns, dictionaries for the others
-    within deltas       the 19 grid counts of each prefix stored as differences of neighbours (mostly 0)
-    fp32 hull in f32    the fp32 prefix's hull arrays as float32 where every value of a row round-trips
-                        (|ref| of an fp32 reference always does; |out − ref| does by Sterbenz's lemma when the
-                        two are within a factor 2), else float64
-    same as original    the evidence of a mutant row equal to the original's on the same (problem, input,
-                        output) left out (the row then names the original's)
-    all of the above
-and the composition of the last one by column group. The transforms are lossless by construction (a value
-is moved, differenced or left out only where it equals what the reader can restore); the last candidate is
-read back to check that it holds every row.
+Steps, each lossless and each on top of the one before, written in memory:
+    as written          the store's parts as the run stage writes them (zstd level 3, one part here)
+    zstd 19 + split     zstd level 19, byte-stream-split numbers, dictionaries for strings only
+    input order         rows sorted by (problem, input_id, output_index, mutant_id), the rows of one input
+                        side by side (worse than key order: the following steps keep key order)
+    distinct evidence   (from zstd 19 + split, in key order) each prefix's evidence columns stored once per
+                        distinct value, rows naming it by id; this subsumes "the same evidence as the
+                        original's row", counted apart
+    packed              the packed layout: also hull points in a table of their own, hull_d as the float32
+                        output where the reference is float64, grid counts as neighbour differences,
+                        rmse/max_abs/max_rel as the xor with their prediction
+The packed store is read back and compared with the rows (every value and dtype) before it is measured.
 
-    PYTHONPATH=. python bench/store_size.py [--evidence kill_matrix/evidence] [--out bench/results/store_size.json]
+Projection: the packed size of the first m mutants of each problem (by id, as --per-solution picks them)
+with every original and reference row, for m = 4, 8, 12, 16 (the bundle); bytes per added mutant row
+between the last two give the rest of the dataset's mutant rows.
+
+    PYTHONPATH=. python bench/store_size.py [--evidence kill_matrix/evidence] [--mutants kill_matrix/mutants]
+        [--run-mutants out/mutants] [--out bench/results/store_size.json]
 """
 
 from __future__ import annotations
@@ -24,132 +30,202 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import tempfile
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from oracleaudit.store import EvidenceStore
+from oracleaudit.mutant import DIFFS_DIR, MUTANTS_FILE, PENDING, read_mutants
+from oracleaudit.packed import PACKED_DIR, PREFIXES, evidence_column
+from oracleaudit.store import KEY_COLUMNS, EvidenceStore, pack_rows
 
-PREFIXES = ("fp32_", "fp64_")
-KEY = ("problem", "input_id", "output_index")
+MiB = 2**20
+ROW_GROUPS = ("keys and row", "time_ms", "evidence ids", "hull", "grid counts", "statistics", "other evidence",
+              "file overhead")
+STATISTICS = ("l2_diff", "l2_ref", "cosine", "max_abs", "max_rel", "rmse", "rel_l1", "hull_slack")
+VISIT = ["problem", "input_id", "output_index", "mutant_id"]
+# the complete dataset: (6,765 Pending mutants + 70 originals) × 68 pool inputs, and the 70 × 68 reference rows
+FULL_MUTANTS, PROBLEMS, INPUTS = 6765, 70, 68
+FULL_ROWS = (FULL_MUTANTS + 2 * PROBLEMS) * INPUTS
 
 
-def _write(table: pa.Table, level: int | None = None, split: bool = False) -> bytes:
-    floats = [n for n, t in zip(table.schema.names, table.schema.types)
-              if pa.types.is_floating(t) or (pa.types.is_list(t) and pa.types.is_floating(t.value_type))]
-    options = {"compression": "zstd"}
-    if level is not None:
-        options["compression_level"] = level
-    if split:
-        options["use_byte_stream_split"] = floats
-        options["use_dictionary"] = [n for n in table.schema.names if n not in floats]
+def group(column: str) -> str:
+    """The column group of a stored column (of a part or of a packed file)."""
+    name = column.split(".")[0]
+    split = evidence_column(name)
+    field = split[1] if split else name
+    if name == "time_ms":
+        return "time_ms"
+    if name in ("fp32_evidence", "fp64_evidence"):
+        return "evidence ids"
+    if field in ("hull_r", "hull_d", "hull_points", "r", "q", "d_xor"):
+        return "hull"
+    if field.startswith("within_"):
+        return "grid counts"
+    if field.removesuffix("_xor") in STATISTICS:
+        return "statistics"
+    if split or name in ("n", "n_unequal", "shape_match", "dtype_match", "out_shape", "ref_shape", "out_dtype",
+                         "ref_dtype", "compare_dtype", "all_zero_out", "hull_complete") or name.startswith("n_"):
+        return "other evidence"
+    return "keys and row"
+
+
+def by_group(files: list[bytes | Path]) -> Counter:
+    """Bytes of Parquet files by column group (compressed column chunks; the rest is file overhead)."""
+    groups: Counter = Counter()
+    for file in files:
+        handle = pq.ParquetFile(io.BytesIO(file) if isinstance(file, bytes) else file)
+        size = len(file) if isinstance(file, bytes) else file.stat().st_size
+        metadata = handle.metadata
+        for g in range(metadata.num_row_groups):
+            for c in range(metadata.num_columns):
+                column = metadata.row_group(g).column(c)
+                groups[group(column.path_in_schema)] += column.total_compressed_size
+                size -= column.total_compressed_size
+        groups["file overhead"] += size
+    return groups
+
+
+def write(table: pa.Table) -> bytes:
+    """zstd 19, byte-stream-split numbers, dictionaries for strings."""
+    numbers = [f.name for f in table.schema if pa.types.is_floating(f.type) or pa.types.is_integer(f.type)
+               or (pa.types.is_list(f.type) and pa.types.is_floating(f.type.value_type))]
+    strings = [f.name for f in table.schema if pa.types.is_string(f.type)]
     sink = io.BytesIO()
-    pq.write_table(table, sink, **options)
+    pq.write_table(table, sink, compression="zstd", compression_level=19, use_byte_stream_split=numbers,
+                   use_dictionary=strings, row_group_size=max(1, table.num_rows))
     return sink.getvalue()
 
 
-def _within_deltas(table: pa.Table) -> pa.Table:
+def distinct(table: pa.Table) -> tuple[list[bytes], int]:
+    """The rows (evidence replaced by ids) and each prefix's distinct evidence, written; and how many mutant
+    rows hold exactly the evidence of the original's row of the same (problem, input, output)."""
+    files, rows, same = [], table, 0
+    key = ["problem", "input_id", "output_index"]
     for p in PREFIXES:
-        names = [n for n in table.schema.names if n.startswith(p + "within_")]
-        previous = None
-        for name in names:
-            column = table.column(name)
-            delta = column if previous is None else pc.subtract(column, previous)
-            table = table.set_column(table.schema.get_field_index(name), name, delta)
-            previous = column
-    return table
+        names = [n for n in table.column_names if n.startswith(p)]
+        block = table.select(names)
+        signature = pd.Series([repr(v) for v in zip(*(block.column(n).to_pylist() for n in names))])
+        frame = table.select(key + ["mutant_id"]).to_pandas().assign(sig=signature)
+        original = frame[frame["mutant_id"] == "original"][[*key, "sig"]].rename(columns={"sig": "orig"})
+        merged = frame.merge(original, on=key, how="left")
+        same += int(((merged["sig"] == merged["orig"]) & ~merged["mutant_id"].isin(["original", "reference"])).sum())
+        ids, first = pd.factorize(signature)[0], ~signature.duplicated().to_numpy()
+        rows = rows.drop_columns(names).append_column(p + "evidence", pa.array(ids.astype(np.int32)))
+        files.append(write(block.filter(pa.array(first))))
+    return [write(rows), *files], same
 
 
-def _hull_f32(table: pa.Table) -> tuple[pa.Table, float]:
-    """The fp32 hulls as float32 lists where every value of the row round-trips, float64 lists otherwise
-    (two columns each, one of them null); returns the table and the fraction of rows that fit."""
-    fits_all = None
-    for name in ("fp32_hull_r", "fp32_hull_d"):
-        column = table.column(name).combine_chunks()
-        values = pc.list_flatten(column).to_numpy(zero_copy_only=False)
-        owner = pc.list_parent_indices(column).to_numpy(zero_copy_only=False)
-        exact = values.astype(np.float32).astype(np.float64) == values
-        exact |= np.isnan(values)
-        bad = np.bincount(owner[~exact], minlength=len(table)) > 0
-        fits_all = ~bad if fits_all is None else fits_all & ~bad
-    for name in ("fp32_hull_r", "fp32_hull_d"):
-        column = table.column(name).combine_chunks()
-        narrow = pa.array([v if ok else None for v, ok in zip(column.to_pylist(), fits_all)],
-                          type=pa.list_(pa.float32()))
-        wide = pa.array([None if ok else v for v, ok in zip(column.to_pylist(), fits_all)],
-                        type=pa.list_(pa.float64()))
-        index = table.schema.get_field_index(name)
-        table = table.set_column(index, name, wide).append_column(name + "_f32", narrow)
-    return table, float(fits_all.mean()) if len(fits_all) else 0.0
+def packed_files(table: pa.Table, folder: Path, meta: dict) -> list[Path]:
+    store = pack_rows(folder, meta, table)
+    back = store.read_table()
+    expected = table.sort_by([(n, "ascending") for n in KEY_COLUMNS])
+    assert back.schema.equals(expected.schema)
+    pd.testing.assert_frame_equal(back.to_pandas(), expected.to_pandas(), check_exact=True)
+    return sorted((folder / PACKED_DIR).iterdir())
 
 
-def _same_as_original(table: pa.Table) -> tuple[pa.Table, int]:
-    """Null the evidence of mutant rows whose evidence equals the original's on the same key."""
-    evidence = [n for n in table.schema.names if n.startswith(PREFIXES)]
-    frame = table.select([*KEY, "mutant_id", "status", *evidence]).to_pandas()
-    signature = [repr(row) for row in frame[evidence].itertuples(index=False)]
-    frame["signature"] = signature
-    original = frame[frame["mutant_id"] == "original"][[*KEY, "signature"]].rename(columns={"signature": "orig"})
-    merged = frame.merge(original, on=list(KEY), how="left")
-    same = ((merged["signature"] == merged["orig"]) & ~merged["mutant_id"].isin(["original", "reference"])
-            & (merged["status"] == "Ok")).to_numpy()
-    mask = pa.array(same)
-    for name in evidence:
-        column = table.column(name)
-        table = table.set_column(table.schema.get_field_index(name), name,
-                                 pc.if_else(mask, pa.nulls(len(table), column.type), column))
-    return table.append_column("same_as_original", mask), int(same.sum())
+def first_mutants(table: pa.Table, m: int) -> pa.Table:
+    """The rows of originals, references and the first m mutants (by id) of each problem."""
+    frame = table.select(["problem", "mutant_id"]).to_pandas()
+    mutants = frame[~frame["mutant_id"].isin(["original", "reference"])].drop_duplicates()
+    chosen = mutants.sort_values(["problem", "mutant_id"]).groupby("problem").head(m)
+    keep = frame["mutant_id"].isin(["original", "reference"]) | frame.set_index(["problem", "mutant_id"]).index.isin(
+        pd.MultiIndex.from_frame(chosen))
+    return table.filter(pa.array(np.asarray(keep)))
+
+
+def mutants_folder(folder: Path, run_mutants: Path | None) -> dict:
+    """Bytes of the mutants folder: the bundle's, and the complete dataset's (the run's Pending mutants when
+    --run-mutants is given, else the bundle's bytes per mutant times 6,765); `blocks` counts each file in
+    whole 4 KiB blocks, as `du` does on most file systems."""
+    def sizes(jsonl: bytes, diffs: list[Path]) -> dict:
+        lengths = [len(jsonl), *(p.stat().st_size for p in diffs)]
+        return {"mutants": len(diffs), "bytes": sum(lengths), "blocks_4k": sum(-(-n // 4096) * 4096 for n in lengths)}
+
+    own = sizes((folder / MUTANTS_FILE).read_bytes(), sorted((folder / DIFFS_DIR).glob("*.diff")))
+    if run_mutants is None:
+        scale = FULL_MUTANTS / own["mutants"]
+        full = {"mutants": FULL_MUTANTS, "bytes": round(own["bytes"] * scale), "blocks_4k": round(own["blocks_4k"] * scale),
+                "how": "the bundle's bytes per mutant × 6,765"}
+    else:
+        pending = {m.id for m in read_mutants(run_mutants) if m.status == PENDING}
+        lines = [line for line in (run_mutants / MUTANTS_FILE).read_text().splitlines()
+                 if line.strip() and json.loads(line)["id"] in pending]
+        full = {**sizes("".join(line + "\n" for line in lines).encode(),
+                        [run_mutants / DIFFS_DIR / f"{i}.diff" for i in sorted(pending)]), "how": str(run_mutants)}
+    return {"bundle": own, "complete": full}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--evidence", type=Path, default=Path("kill_matrix/evidence"))
+    parser.add_argument("--mutants", type=Path, default=Path("kill_matrix/mutants"))
+    parser.add_argument("--run-mutants", type=Path, help="the run's mutants folder (all its mutants and diffs)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    table = EvidenceStore(args.evidence).open().read_table()
+    store = EvidenceStore(args.evidence).open()
+    table = store.read_table()
     rows = table.num_rows
-    base = len(_write(table))
-    sizes = {"as written (zstd default)": base, "zstd level 9": len(_write(table, 9)),
-             "zstd level 15": len(_write(table, 15)), "split, level 9": len(_write(table, 9, True))}
-    deltas = _within_deltas(table)
-    sizes["within deltas, split, level 9"] = len(_write(deltas, 9, True))
-    narrow, fit = _hull_f32(table)
-    sizes["fp32 hull in f32, split, level 9"] = len(_write(narrow, 9, True))
-    deduped, same = _same_as_original(table)
-    sizes["same as original, split, level 9"] = len(_write(deduped, 9, True))
-    combined, _ = _same_as_original(_within_deltas(table))
-    combined, _ = _hull_f32(combined)
-    final = _write(combined, 9, True)
-    sizes["all of the above"] = len(final)
-    assert pq.read_table(io.BytesIO(final)).num_rows == rows
-    print(f"{rows} rows; fp32 hulls that fit float32: {fit:.1%}; rows equal to the original's: {same}")
-    print(f"{'candidate':<36} {'bytes/row':>10} {'ratio':>7}")
-    for name, size in sizes.items():
-        print(f"{name:<36} {size / rows:>10.1f} {size / base:>7.3f}")
-    groups: Counter = Counter()
-    metadata = pq.ParquetFile(io.BytesIO(final)).metadata
-    for g in range(metadata.num_row_groups):
-        for c in range(metadata.num_columns):
-            column = metadata.row_group(g).column(c)
-            name = column.path_in_schema.split(".")[0]
-            group = ("hull" if "hull_r" in name or "hull_d" in name else "within" if "_within_" in name
-                     else "evidence" if name.startswith(PREFIXES) else "keys and status")
-            groups[group] += column.total_compressed_size
-    print("all of the above, bytes/row by group: "
-          + ", ".join(f"{g} {b / rows:.1f}" for g, b in groups.most_common()))
-    target = 40 * 2**20 / 400_000
-    print(f"target for the complete bundle (40 MiB, ~400k rows): {target:.1f} bytes/row")
+    with tempfile.TemporaryDirectory() as tmp:
+        if store.packed:  # measure the parts as the run stage would write them
+            plain = EvidenceStore(Path(tmp) / "plain").create(store.meta)
+            plain.append(table.to_pylist())
+            plain.compact()
+            store = plain
+        before = by_group(store.parts)
+        visit = table.sort_by([(n, "ascending") for n in VISIT])
+        distinct_files, same = distinct(table.sort_by([(n, "ascending") for n in KEY_COLUMNS]))
+        after = by_group(packed_files(table, Path(tmp) / "packed", store.meta))
+        steps = {"as written": sum(before.values()), "zstd 19 + split": len(write(table)),
+                 "input order": len(write(visit)), "distinct evidence": sum(map(len, distinct_files)),
+                 "packed": sum(after.values())}
+        samples = {}
+        for m in (4, 8, 12, 16):
+            part = first_mutants(table, m)
+            size = sum(p.stat().st_size for p in packed_files(part, Path(tmp) / f"m{m}", store.meta))
+            samples[m] = {"rows": part.num_rows, "bytes": size}
+    print(f"{rows} rows; mutant rows with the evidence of the original's row: {same} (both prefixes counted)")
+    print(f"{'step':<22} {'bytes/row':>10} {'ratio':>7}")
+    for name, size in steps.items():
+        print(f"{name:<22} {size / rows:>10.1f} {size / steps['as written']:>7.3f}")
+    print(f"\n{'column group':<16} {'as written':>11} {'packed':>8}   (bytes/row)")
+    for name in ROW_GROUPS:
+        print(f"{name:<16} {before[name] / rows:>11.1f} {after[name] / rows:>8.1f}")
+    print(f"{'total':<16} {sum(before.values()) / rows:>11.1f} {sum(after.values()) / rows:>8.1f}")
+    print(f"\n{'first m mutants':<16} {'rows':>7} {'MiB':>7} {'bytes/row':>10} {'per added row':>14}")
+    previous = None
+    for m, s in samples.items():
+        added = "" if previous is None else f"{(s['bytes'] - previous['bytes']) / (s['rows'] - previous['rows']):>14.1f}"
+        print(f"{m:<16} {s['rows']:>7} {s['bytes'] / MiB:>7.2f} {s['bytes'] / s['rows']:>10.1f} {added}")
+        previous = s
+    (a, sa), (b, sb) = list(samples.items())[-2:]
+    marginal = (sb["bytes"] - sa["bytes"]) / (sb["rows"] - sa["rows"])
+    evidence = sb["bytes"] + (FULL_ROWS - sb["rows"]) * marginal
+    folder = mutants_folder(args.mutants, args.run_mutants)
+    provenance = (args.evidence.parent / "provenance.json").stat().st_size if (args.evidence.parent / "provenance.json").is_file() else 0
+    total = evidence + folder["complete"]["bytes"] + provenance
+    print(f"\ncomplete dataset: {FULL_ROWS} rows; packed evidence ≈ {evidence / MiB:.1f} MiB ({evidence / FULL_ROWS:.1f} "
+          f"bytes/row: m={b} plus {marginal:.1f} bytes per further row, the m={a}→{b} rate)")
+    print(f"mutants folder of the complete dataset ({folder['complete']['how']}): {folder['complete']['bytes'] / MiB:.1f} "
+          f"MiB ({folder['complete']['blocks_4k'] / MiB:.1f} MiB in 4 KiB blocks)")
+    print(f"complete bundle ≈ {total / MiB:.1f} MiB (target 40 MiB: the evidence may take "
+          f"{(40 * MiB - folder['complete']['bytes'] - provenance) / FULL_ROWS:.1f} bytes/row)")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({
-            "evidence": str(args.evidence), "rows": rows, "fp32_hull_rows_fit_float32": round(fit, 4),
-            "rows_equal_to_original": same, "bytes_per_row": {k: round(v / rows, 1) for k, v in sizes.items()},
-            "all_by_group_bytes_per_row": {g: round(b / rows, 1) for g, b in groups.items()},
-            "target_bytes_per_row": round(target, 1)}, indent=1) + "\n")
+            "evidence": str(args.evidence), "rows": rows, "mutant_rows_with_the_originals_evidence": same,
+            "bytes_per_row": {k: round(v / rows, 1) for k, v in steps.items()},
+            "by_group_bytes_per_row": {g: {"as written": round(before[g] / rows, 1), "packed": round(after[g] / rows, 1)}
+                                       for g in ROW_GROUPS},
+            "samples": {str(m): s for m, s in samples.items()},
+            "complete": {"rows": FULL_ROWS, "evidence_mib": round(evidence / MiB, 1),
+                         "evidence_bytes_per_row": round(evidence / FULL_ROWS, 1), "mutants_folder": folder["complete"],
+                         "bundle_mib": round(total / MiB, 1)}}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ rows.parquet      every observation column that is not an evidence column (`fp32
                   that prefix's evidence columns; null where all of them are null.
 evidence.parquet  the fields of `evidence.arrow_fields` without a prefix, one row for each distinct evidence
                   (equal bits and nulls; both prefixes share the table), in order of first use when the rows
-                  are visited prefix by prefix, each in (problem, input_id, output_index, mutant_id) order.
+                  are visited prefix by prefix, each in key order (problem, mutant_id, input_id, output_index).
                   Stored as they are, except
     hull_r, hull_d   `hull_points` (int32: the length of both lists; null where both are null) and the
                      points in points.parquet
@@ -68,8 +68,8 @@ _FIELDS = {f.name: f.type for f in arrow_fields("")}
 _WITHIN = sorted((n for n in _FIELDS if n.startswith("within_")), key=lambda n: -float(n[len("within_"):]))
 _PREDICTED = ("rmse", "max_abs", "max_rel")
 _NOT_FINITE = ("n_nan_out", "n_nan_ref", "n_nan_both", "n_inf_mismatch", "n_inf_equal")
-_VISIT = [("problem", "ascending"), ("input_id", "ascending"), ("output_index", "ascending"),
-          ("mutant_id", "ascending")]
+_VISIT = [("problem", "ascending"), ("mutant_id", "ascending"), ("input_id", "ascending"),
+          ("output_index", "ascending")]  # the key's order (store.KEY_COLUMNS): 3% fewer bytes than by input first
 
 
 def evidence_column(name: str) -> tuple[str, str] | None:
