@@ -4,8 +4,9 @@
     python kill_matrix/bundle.py --rescore     # only the scores in provenance.json, after scoring changed
 
 Writes, replacing what is here:
-    evidence/            the store's rows, compacted to one Parquet part sorted by key (store.py contract),
-                         less the rows of mutants that the mutants file does not list (counted in provenance)
+    evidence/            the store's rows as a packed store (contract in oracleaudit/packed.py: about half the
+                         bytes of a store's parts, read as the same rows), less the rows of mutants that the
+                         mutants file does not list (counted in provenance)
     mutants/mutants.jsonl  the lines of the run's mutants.jsonl whose mutants have rows in the store
     mutants/diffs/       their diffs
     provenance.json      the record passed with --record (how the run was made), plus counts of what was
@@ -42,7 +43,7 @@ def bundled_scores() -> dict[str, dict]:
 
 def main() -> None:
     from oracleaudit.mutant import DIFFS_DIR, MUTANTS_FILE
-    from oracleaudit.store import EvidenceStore
+    from oracleaudit.store import EvidenceStore, pack_rows
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--evidence", type=Path)
@@ -67,10 +68,7 @@ def main() -> None:
     listed = pc.is_in(table["mutant_id"], value_set=pa.array(sorted(known | {"original", "reference"})))
     evidence = HERE / "evidence"
     shutil.rmtree(evidence, ignore_errors=True)
-    bundled = EvidenceStore(evidence).create(source.meta)
-    bundled.append(table.filter(listed).to_pylist())
-    bundled.compact()
-    rows = bundled.read()
+    rows = pack_rows(evidence, source.meta, table.filter(listed)).read()
     unlisted = table.filter(pc.invert(listed))
 
     run_ids = set(rows["mutant_id"])

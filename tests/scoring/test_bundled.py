@@ -24,7 +24,7 @@ def audit() -> Audit:
 
 def test_the_bundle_matches_its_provenance_record_and_every_run_mutant_has_a_record_and_a_diff() -> None:
     store = EvidenceStore(BUNDLE / "evidence").open()
-    assert store.orphans() == [] and len(store.parts) == 1
+    assert store.orphans() == [] and store.packed
     rows = store.read()
     record = json.loads((BUNDLE / "provenance.json").read_text())["bundled"]
     assert record["rows"] == len(rows) and record["problems"] == rows["problem"].nunique()
