@@ -170,7 +170,8 @@ def _codes(column: pa.Array) -> np.ndarray:
 def _distinct(table: pa.Table) -> tuple[pa.Table, dict[str, np.ndarray]]:
     """The distinct evidence (first use first) and, per prefix, each row's evidence id (-1: all null)."""
     order = pc.sort_indices(table, sort_keys=_VISIT).to_numpy()
-    both = pa.concat_tables([table.select([p + n for n in _FIELDS]).rename_columns(list(_FIELDS)).take(order)
+    schema = pa.schema([pa.field(name, kind) for name, kind in _FIELDS.items()])  # list items named as arrow_fields
+    both = pa.concat_tables([table.select([p + n for n in _FIELDS]).rename_columns(list(_FIELDS)).cast(schema).take(order)
                              for p in PREFIXES]).combine_chunks()
     code = np.zeros(both.num_rows, dtype=np.int64)
     present = np.zeros(both.num_rows, dtype=bool)

@@ -549,7 +549,7 @@ def pack_rows(dest: Path | str, meta: Mapping[str, Any], table: pa.Table) -> Evi
     if not table.schema.remove_metadata().equals(OBSERVATION_SCHEMA.remove_metadata()):
         raise OracleAuditError(f"{store.path}: rows to pack must have the observation schema")
     meta = store._check_meta(meta)
-    table = _dedupe_first(table).sort_by(_SORT)
+    table = _dedupe_first(table.cast(OBSERVATION_SCHEMA)).sort_by(_SORT)  # cast: the same list item names
     folder = store.path / packed.PACKED_DIR
     if folder.exists():
         shutil.rmtree(folder)

@@ -107,10 +107,12 @@ def test_the_same_rows_pack_into_the_same_bytes(sample: Path, tmp_path: Path) ->
     other = EvidenceStore(tmp_path / "other").create(plain.meta)  # the rows in one part, in another order
     other.append(plain.read_table().take(pa.array(np.random.default_rng(0).permutation(plain.num_rows))).to_pylist())
     other.pack(tmp_path / "again")
-    for name in FILES:
-        assert (tmp_path / "again" / PACKED_DIR / f"{name}.parquet").read_bytes() == \
-               (sample / "packed" / PACKED_DIR / f"{name}.parquet").read_bytes(), name
-    assert (tmp_path / "again" / "manifest.json").read_bytes() == (sample / "packed" / "manifest.json").read_bytes()
+    EvidenceStore(sample / "packed").pack(tmp_path / "repacked")  # rows read from a packed store
+    for again in ("again", "repacked"):
+        for name in FILES:
+            assert (tmp_path / again / PACKED_DIR / f"{name}.parquet").read_bytes() == \
+                   (sample / "packed" / PACKED_DIR / f"{name}.parquet").read_bytes(), (again, name)
+        assert (tmp_path / again / "manifest.json").read_bytes() == (sample / "packed" / "manifest.json").read_bytes()
 
 
 def test_values_no_prediction_reaches_are_kept_to_the_bit(sample: Path, tmp_path: Path) -> None:
