@@ -8,7 +8,8 @@ Writes, replacing what is here:
                          bytes of a store's parts, read as the same rows), less the rows of mutants that the
                          mutants file does not list (counted in provenance)
     mutants/mutants.jsonl  the lines of the run's mutants.jsonl whose mutants have rows in the store
-    mutants/diffs/       their diffs
+                         (no diffs/: score makes each diff from the bundled source file and the record,
+                         byte for byte what mutate writes; a diff file per mutant took 4 KiB on disk each)
     provenance.json      the record passed with --record (how the run was made), plus counts of what was
                          bundled, the sha256 of the full mutants.jsonl the run read, and `scores`: what each
                          catalog oracle scores on the bundle (tests/scoring/test_bundled.py holds score to them)
@@ -42,7 +43,7 @@ def bundled_scores() -> dict[str, dict]:
 
 
 def main() -> None:
-    from oracleaudit.mutant import DIFFS_DIR, MUTANTS_FILE
+    from oracleaudit.mutant import MUTANTS_FILE
     from oracleaudit.store import EvidenceStore, pack_rows
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -74,12 +75,9 @@ def main() -> None:
     run_ids = set(rows["mutant_id"])
     mutants = HERE / "mutants"
     shutil.rmtree(mutants, ignore_errors=True)
-    (mutants / DIFFS_DIR).mkdir(parents=True)
+    mutants.mkdir(parents=True)
     kept = [line for line in full.decode().splitlines() if line.strip() and json.loads(line)["id"] in run_ids]
     (mutants / MUTANTS_FILE).write_text("".join(line + "\n" for line in kept))
-    for line in kept:
-        mutant_id = json.loads(line)["id"]
-        shutil.copyfile(args.mutants / DIFFS_DIR / f"{mutant_id}.diff", mutants / DIFFS_DIR / f"{mutant_id}.diff")
 
     variants = rows[rows["mutant_id"] != "reference"].drop_duplicates(["problem", "mutant_id"])
     record = json.loads(args.record.read_text())

@@ -3,6 +3,7 @@ oracle's score on it (detection of witnessed mutants, escapes, unobserved mutant
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from dataclasses import dataclass, field, replace
@@ -20,6 +21,7 @@ from oracleaudit.scoring.observations import Observations
 from oracleaudit.scoring.oracle import Oracle
 from oracleaudit.scoring.verdicts import Verdicts, verdicts
 from oracleaudit.scoring.witness import Margin, witness
+from oracleaudit.shipped import shipped_dir
 from oracleaudit.status import ORIGINAL, REFERENCE, Status
 from oracleaudit.store import EvidenceStore
 
@@ -50,6 +52,7 @@ class Audit:
     warnings: list[str] = field(default_factory=list)  # mismatches worth a line on stderr (see `load`)
     _cache: dict[Any, "Verdicts"] = field(default_factory=dict, repr=False)
     _casts: dict[str, tuple[dict[str, str], list[str]]] = field(default_factory=dict, repr=False)
+    records: dict[str, Any] = field(default_factory=dict, repr=False)  # mutant id → its Mutant record
 
     @classmethod
     def load(cls, evidence: Path | str, mutants: Path | str, margin: Margin = Margin()) -> "Audit":
@@ -63,7 +66,7 @@ class Audit:
         folder = mutants if mutants.is_dir() else mutants.parent
         mutants_file = mutants / MUTANTS_FILE if mutants.is_dir() else mutants
         audit = cls.from_parts(obs, records, folder, margin, where=f"{evidence}", mutants_file=mutants_file)
-        audit.warnings += _mismatches(store, mutants_file, folder, audit.excluded["unknown_in_store"])
+        audit.warnings += _mismatches(store, mutants_file, folder, audit.excluded["unknown_in_store"], records)
         return audit
 
     @classmethod
@@ -110,7 +113,8 @@ class Audit:
         for name in ("kind", "kinds", "input_id"):
             column = wit[name].astype(object)
             wit[name] = column.where(column.notna(), None)
-        return cls(obs, joined, wit, mutants_dir, margin, excluded)
+        return cls(obs, joined, wit, mutants_dir, margin, excluded,
+                   records={m.id: m for m in records if hasattr(m, "diff")})
 
     # ---- verdicts ---------------------------------------------------------------------------------------
 
@@ -136,23 +140,48 @@ class Audit:
         return _score(self, oracle, by, top)
 
     def diff(self, mutant_id: str) -> str | None:
-        if self.mutants_dir is None:
-            return None
-        path = self.mutants_dir / DIFFS_DIR / f"{mutant_id}.diff"
-        return path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+        """The mutant's diff: its file in `diffs/`, else made from its source file where that is at hand and
+        unchanged (the bundle ships no diffs/: they are the sources' and the records' to make)."""
+        if self.mutants_dir is not None:
+            path = self.mutants_dir / DIFFS_DIR / f"{mutant_id}.diff"
+            if path.is_file():
+                return path.read_text(encoding="utf-8", errors="replace")
+        record = self.records.get(mutant_id)
+        text = source_text(record) if record is not None else None
+        return record.diff(text) if text is not None else None
 
 
-def _mismatches(store: EvidenceStore, mutants_file: Path, folder: Path, unknown: int) -> list[str]:
+def source_text(mutant: Any) -> str | None:
+    """The text of a mutant's source file as it was mutated (its sha256 checked), found where `mutate` ran
+    (the path as recorded, from the working folder) or among the shipped datasets; None if neither."""
+    recorded = Path(mutant.source)
+    candidates = [recorded]
+    if not recorded.is_absolute() and recorded.parts and recorded.parts[0] == "datasets":
+        try:
+            candidates.append(shipped_dir("datasets").joinpath(*recorded.parts[1:]))
+        except FileNotFoundError:
+            pass
+    for path in candidates:
+        if path.is_file():
+            data = path.read_bytes()
+            if hashlib.sha256(data).hexdigest() == mutant.source_sha256:
+                return data.decode("utf-8")
+    return None
+
+
+def _mismatches(store: EvidenceStore, mutants_file: Path, folder: Path, unknown: int,
+                records: Sequence[Any] = ()) -> list[str]:
     """Warnings for a mutants folder that does not match the store: a mutants file that is not the one the
     store was made with (`mutants_sha256`) and lacks mutants the store observed (a subset, e.g. the bundle's,
-    or mutate run again, is fine), and a folder without `diffs/` (escapes would print without their diffs)."""
+    or mutate run again, is fine), and a folder without `diffs/` whose sources are not at hand either
+    (escapes would print without their diffs)."""
     warnings = []
     recorded = store.meta.get("mutants_sha256")
     if unknown and recorded is not None and recorded != file_sha256(mutants_file):
         warnings.append(f"{mutants_file}: not the mutants file {store.path} was made with (sha256 "
                         f"{file_sha256(mutants_file)[:12]}, the store records {recorded[:12]}); {unknown} mutants "
                         "observed in the store are missing from it and are not scored")
-    if not (folder / DIFFS_DIR).is_dir():
+    if not (folder / DIFFS_DIR).is_dir() and not (records and source_text(records[0]) is not None):
         warnings.append(f"{folder}: no {DIFFS_DIR}/ folder; escaped mutants are shown and written without their "
                         "diffs")
     return warnings

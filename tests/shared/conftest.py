@@ -10,7 +10,8 @@ from typing import Callable, Sequence
 
 import pytest
 
-from oracleaudit.mutant import DIFFS_DIR, MUTANTS_FILE
+from oracleaudit.mutant import DIFFS_DIR, MUTANTS_FILE, Mutant
+from oracleaudit.scoring.audit import source_text
 from oracleaudit.shipped import shipped_dir
 from oracleaudit.store import EvidenceStore
 
@@ -36,9 +37,9 @@ def write_bundled_mutants(folder: Path, problems: Sequence[str]) -> None:
              if json.loads(line)["problem"] in problems]
     (folder / DIFFS_DIR).mkdir(parents=True)
     (folder / MUTANTS_FILE).write_text("".join(line + "\n" for line in lines))
-    for line in lines:
-        name = f"{json.loads(line)['id']}.diff"
-        shutil.copy2(BUNDLE / "mutants" / DIFFS_DIR / name, folder / DIFFS_DIR / name)
+    for line in lines:  # the bundle ships no diffs: made from the bundled sources, as `mutate` writes them
+        mutant = Mutant.from_json(line, str(BUNDLE / "mutants" / MUTANTS_FILE))
+        (folder / DIFFS_DIR / f"{mutant.id}.diff").write_text(mutant.diff(source_text(mutant)))
 
 
 @pytest.fixture(scope="session")

@@ -144,14 +144,33 @@ def test_the_full_mutants_file_and_a_subset_without_missing_mutants_give_no_warn
     assert (code, err) == (0, "")
 
 
-def test_a_mutants_folder_without_diffs_is_warned_about(small: Path, tmp_path: Path, capsys) -> None:
+def test_a_mutants_folder_without_diffs_whose_sources_are_gone_is_warned_about(small: Path, tmp_path: Path,
+                                                                              capsys) -> None:
     (tmp_path / "m").mkdir()
-    (tmp_path / "m" / MUTANTS_FILE).write_bytes((small / "mutants" / MUTANTS_FILE).read_bytes())
+    records = [json.loads(line) for line in (small / "mutants" / MUTANTS_FILE).read_text().splitlines()]
+    for record in records:  # sources changed since mutate: no diff can be made from them
+        record["source_sha256"] = "0" * 64
+    (tmp_path / "m" / MUTANTS_FILE).write_text("".join(json.dumps(r) + "\n" for r in records))
     code, _, err = run(capsys, "score", "--oracle", "kernelbench", "--evidence", small / "evidence", "--mutants",
                        tmp_path / "m")
     assert code == 0 and err.splitlines() == [
         (f"oracleaudit: warning: {tmp_path / 'm'}: no diffs/ folder; escaped mutants are shown and written without "
          "their diffs")]
+
+
+def test_without_diffs_the_escapes_show_the_diffs_made_from_their_sources(small: Path, tmp_path: Path,
+                                                                          capsys) -> None:
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / MUTANTS_FILE).write_bytes((small / "mutants" / MUTANTS_FILE).read_bytes())
+    code, _, err = run(capsys, "score", "--oracle", "kernelbench", "--evidence", small / "evidence", "--mutants",
+                       tmp_path / "m", "--out", tmp_path / "scored")
+    assert (code, err) == (0, "")
+    plain = run(capsys, "score", "--oracle", "kernelbench", "--evidence", small / "evidence", "--mutants",
+                small / "mutants", "--out", tmp_path / "with_diffs")
+    assert plain[0] == 0
+    made, shipped = (sorted((tmp_path / d / "escaped").rglob("*.jsonl")) for d in ("scored", "with_diffs"))
+    assert made and [p.read_bytes() for p in made] == [p.read_bytes() for p in shipped]
+    assert any('"diff": "--- a/' in p.read_text() for p in made)
 
 
 def test_mutate_without_problems_warns_that_run_refuses_its_mutants(kernel: Path, capsys) -> None:
