@@ -233,6 +233,7 @@ def report(args) -> None:
     full = state.get("full", {})
     out = {
         "gpu": state.get("gpu"),
+        "code": state.get("code"),  # which oracleaudit made the calls, when the state says
         # The whole bundled dataset's figures exist only once it has run to the end; until then the calls made
         # so far are reported as a partial run (`partial`), with the pairs it has not reached.
         "bundled_full_wall_s": round(wall, 1) if complete else None,
