@@ -25,7 +25,6 @@ machine, 29% of a profiled cold run's worker time; writing the bytes is a copy i
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import mmap
@@ -35,7 +34,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from oracleaudit.cache import cache_root
+from oracleaudit.cache import cache_root, held
 from oracleaudit.files import write_with
 from oracleaudit.tensors import tensor_bytes
 
@@ -102,10 +101,7 @@ class ReferenceCache:
         cached = self.load(key)
         if cached is not None or self.root is None:
             return cached if cached is not None else compute()
-        lock = self.root / "locks" / f"{key}.lock"
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        with open(lock, "w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+        with held(self.root / "locks" / f"{key}.lock"):
             cached = self.load(key)
             if cached is None:
                 cached = compute()
