@@ -93,13 +93,14 @@ def check_references(problems: Sequence[Problem], oracles: Sequence[Oracle], out
                      pool: str = "default", timeout_s: float = DEFAULT_TIMEOUT_S, jobs: int = 1,
                      progress: Callable[..., None] | None = None) -> Path:
     """Check every problem's reference under every oracle, one process per problem (`jobs` of them at once),
-    appending to `out/refcheck.jsonl` in problem order (problems recorded already are skipped);
+    appending to `out/refcheck.jsonl` in problem order (problems recorded already are skipped; with all of
+    them recorded, `device` need not be present);
     `progress(tally=...)` is called once per problem. Returns the results file."""
     from concurrent.futures import ThreadPoolExecutor
 
     from oracleaudit.pool import Pool
 
-    check_device(device)
+    check_device(device, used=False)
     if not timeout_s > 0:
         raise OracleAuditError(f"--timeout must be > 0, got {timeout_s:g}")
     if jobs < 1:
@@ -118,6 +119,9 @@ def check_references(problems: Sequence[Problem], oracles: Sequence[Oracle], out
             todo.append((problem, wanted, base))
         elif progress:
             progress(tally="skipped")
+
+    if todo:  # with every record there already, the results need no device (a table printed anywhere)
+        check_device(device)
 
     def check(item: tuple[Problem, list[Oracle], dict[str, Any]]) -> list[dict[str, Any]]:
         problem, wanted, base = item

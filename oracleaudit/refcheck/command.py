@@ -73,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
                 cells.append(f"{r['verdict']}: {r['reason']}")
             elif r["needed_tolerance"] is None:
                 cells.append(f"{r['verdict']} (no tolerance suffices)")
+            elif r["margin"] is None:  # an exact comparison (tolerance 0): no ratio to it
+                cells.append(f"{r['verdict']} (needs {r['needed_tolerance']:.3g}, own {r['tolerance']:g})")
             else:
                 cells.append(f"{r['verdict']} ×{r['margin']:.3g} (needs {r['needed_tolerance']:.3g})")
         rows.append([p["problem"], *cells, f"{p['seconds']:.1f}"])

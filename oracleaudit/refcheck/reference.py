@@ -157,11 +157,12 @@ def _fp64_outputs(model64: Any, inputs: list, count: int) -> list:
     return outputs
 
 
-def check_device(device: str) -> None:
-    """An error unless `device` (cpu, cuda, cuda:N) can be used here."""
+def check_device(device: str, *, used: bool = True) -> None:
+    """An error unless `device` is cpu, cuda or cuda:N and, when it is `used` (something is left to measure
+    on it), can be used here."""
     import torch
 
     if device != "cpu" and not device.startswith("cuda"):
         raise OracleAuditError(f"--device must be cuda or cpu, got {device!r}")
-    if device.startswith("cuda") and not torch.cuda.is_available():
+    if used and device.startswith("cuda") and not torch.cuda.is_available():
         raise OracleAuditError("no CUDA device here (torch.cuda.is_available() is False); pass --device cpu")
