@@ -295,6 +295,13 @@ def _evidence_paths(args: argparse.Namespace) -> tuple[Path, Path]:
     return args.evidence, args.mutants
 
 
+def _refcheck_path(args: argparse.Namespace) -> Path | None:
+    """--refcheck; without it, for the bundled evidence, the bundled results (where shipped)."""
+    from oracleaudit.refcheck.results import bundled_results
+
+    return args.refcheck if args.refcheck is not None or args.evidence is not None else bundled_results()
+
+
 def _load_audit(args: argparse.Namespace):
     """The audit of --evidence and --mutants, its warnings (a mismatched mutants file, no diffs/) on stderr."""
     from oracleaudit.scoring import Audit
@@ -346,7 +353,8 @@ def register_score(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--top", type=int, default=10, metavar="N", help="escaped mutants to show (default 10)")
     parser.add_argument("--out", type=Path, metavar="DIR",
                         help="write kill_matrix.parquet, scores.json and escaped/<oracle>.jsonl here")
-    parser.add_argument("--refcheck", type=Path, metavar="FILE", help="label false alarms by a refcheck.jsonl's verdicts")
+    parser.add_argument("--refcheck", type=Path, metavar="FILE",
+                        help="label false alarms by a refcheck.jsonl's verdicts (default: the bundled one, with the bundled evidence)")
     parser.set_defaults(handler=_run_score)
 
 
@@ -365,11 +373,12 @@ def _run_score(args: argparse.Namespace) -> int:
     oracles = _oracles(args.oracle)
     audit = _load_audit(args)
     results = scoring.score(audit, oracles, by=args.by, top=args.top)
-    if args.refcheck is not None:
+    refcheck = _refcheck_path(args)
+    if refcheck is not None:
         from oracleaudit.refcheck import read_verdicts
         from oracleaudit.scoring.analysis import label_false_alarms
 
-        verdicts = read_verdicts(args.refcheck)
+        verdicts = read_verdicts(refcheck)
         results = [label_false_alarms(r, verdicts.get(r["oracle"], {})) for r in results]
     if args.out is not None:
         scoring.write_outputs(args.out, audit, oracles, results)
@@ -405,6 +414,8 @@ def register_report(sub: argparse._SubParsersAction) -> None:
 
 @command
 def register_minimize(sub: argparse._SubParsersAction) -> None:
+    from oracleaudit.minimization.command import add_arguments, run  # the handler lives in its stage
+
     parser = sub.add_parser(
         "minimize", help="choose at most K inputs per problem that catch the most mutants (CPU only)",
         description="Per problem, choose at most K pool inputs and a tolerance that reject the most witnessed "
@@ -414,73 +425,8 @@ def register_minimize(sub: argparse._SubParsersAction) -> None:
                     "K = 1..5 and the dominator mutants. With --out: suite.toml (an oracle file `score --oracle` "
                     "loads), minimize.json and suite.md (a page for the benchmark's maintainers).")
     _add_evidence_args(parser)
-    parser.add_argument("--base", default="kernelbench", metavar="NAME|FILE",
-                        help="the oracle whose comparison (reference, rule, statuses) the suite keeps "
-                             "(default: kernelbench)")
-    parser.add_argument("--budget", type=int, default=2, metavar="K", help="inputs per problem (default 2)")
-    parser.add_argument("--tolerance", default="auto", metavar="auto|base|VALUE",
-                        help="auto: per problem, the tightest value of the evidence's grid that catches the most; "
-                             "base: the base oracle's; VALUE: atol = rtol = VALUE (default auto)")
-    parser.add_argument("--max-false-alarms", type=int, default=0, metavar="N",
-                        help="false alarms allowed per problem, over every seed of the chosen inputs' groups "
-                             "(default 0)")
-    parser.add_argument("--margin", type=float, default=1.0, metavar="M",
-                        help="the original must pass at the tolerance divided by M (≥ 1; default 1): headroom for "
-                             "the original's error on other GPUs and libraries")
-    parser.add_argument("--holdout", action="append", choices=("random", "family", "rule"), metavar="MODE",
-                        help="held-out validation: random, family, rule (repeatable; default all three)")
-    parser.add_argument("--folds", type=int, default=5, metavar="F", help="random folds (default 5)")
-    parser.add_argument("--weight", default="uniform", choices=("uniform", "family"),
-                        help="mutant weights: uniform, or family (every family weighs the same)")
-    parser.add_argument("--cost", default="none", choices=("none", "runtime"),
-                        help="runtime: among the best suites, the one of least recorded runtime, with no input "
-                             "that adds no catch (default none: fewest inputs, topped up to K)")
-    parser.add_argument("--curve", type=int, default=5, metavar="N", help="the curve's largest K (default 5)")
-    parser.add_argument("--judge", action="append", metavar="NAME|FILE",
-                        help="oracles whose dominator score is reported (repeatable; default the catalog)")
-    parser.add_argument("--out", type=Path, metavar="DIR", help="write suite.toml, minimize.json and suite.md here")
-    parser.set_defaults(handler=_run_minimize)
-
-
-def _run_minimize(args: argparse.Namespace) -> int:
-    import contextlib
-
-    from oracleaudit import minimization, terminal
-    from oracleaudit.errors import OracleAuditError
-    from oracleaudit.files import check_output_dir
-    from oracleaudit.scoring.oracle import Oracle, catalog
-    from oracleaudit.terminal import print_json
-
-    if args.curve < 1:
-        raise OracleAuditError(f"--curve must be ≥ 1, got {args.curve}")
-    if args.out is not None:
-        check_output_dir(args.out)
-    base = Oracle.load(args.base)
-    judges = _oracles(args.judge or catalog())
-    audit = _load_audit(args)
-    with contextlib.ExitStack() as stack:
-        bar: dict = {}
-
-        def progress(done: int, total: int) -> None:
-            if "advance" not in bar:
-                bar["advance"] = stack.enter_context(terminal.progress_bar("fitting suites (problem passes)", total,
-                                                                           enabled=not args.json))
-                bar["done"] = 0
-            bar["advance"](done - bar["done"])
-            bar["done"] = done
-
-        made = minimization.minimize(
-            audit, base, budget=args.budget, tolerance=args.tolerance, max_false_alarms=args.max_false_alarms,
-            margin=args.margin, holdouts=args.holdout or minimization.HOLDOUTS, folds_count=args.folds,
-            weight=args.weight, cost=args.cost, curve=range(1, args.curve + 1), judges=judges, progress=progress)
-    r = made.result
-    if args.out is not None:
-        made.write(args.out)
-    if args.json:
-        print_json(r)
-        return 0
-    terminal.minimize_summary(r, args.out)
-    return 0
+    add_arguments(parser)
+    parser.set_defaults(handler=lambda args: run(args, _load_audit, _oracles))
 
 
 @command
@@ -524,7 +470,8 @@ def register_analyze(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--tolerance", type=float, metavar="T", action="append",
                         help="tolerance-curve: the tolerances (repeatable; default the evidence grid); "
                              "ceiling: the tolerance (default the oracle's own)")
-    parser.add_argument("--refcheck", type=Path, metavar="FILE", help="unrefereeable: add a refcheck.jsonl's verdicts")
+    parser.add_argument("--refcheck", type=Path, metavar="FILE",
+                        help="unrefereeable: add a refcheck.jsonl's verdicts (default: the bundled one, with the bundled evidence)")
     parser.set_defaults(handler=_run_analyze)
 
 
@@ -574,9 +521,10 @@ def _run_analyze(args: argparse.Namespace) -> int:
                  [[f["family"], f["trials"], f["rejected"], _pct(f["rate"])] for f in result["families"]])
     elif args.analysis == "unrefereeable":
         result = analysis.unrefereeable(audit, oracle)
-        if args.refcheck is not None:
+        refcheck = _refcheck_path(args)
+        if refcheck is not None:
             from oracleaudit.refcheck import read_verdicts
-            result = analysis.label_unrefereeable(result, read_verdicts(args.refcheck).get(oracle.name, {}))
+            result = analysis.label_unrefereeable(result, read_verdicts(refcheck).get(oracle.name, {}))
         table = ("Problems whose fp32 reference fails the oracle against fp64",
                  ["problem", "cause", "max error (finite)", "tolerance", "inputs", "refcheck"],
                  [[p["problem"], p["cause"], f"{p['max_error']:.3g}" if p["max_error"] is not None else "",

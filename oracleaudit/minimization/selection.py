@@ -21,8 +21,6 @@ import sys
 from typing import Iterator
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import csr_matrix, hstack, identity
 
 __all__ = ["caught", "greedy_select", "ilp_select", "upper_bound"]
 
@@ -171,6 +169,9 @@ def _solve(kills: np.ndarray, weights: np.ndarray, budget: int, tie_all: np.ndar
            allowance: int, known: list[int] | None) -> list[int]:
     """The two phases: the most weight caught (unless `known` is an optimal suite already), then the least cost
     among the suites that catch as much (should the solver fail that, the first phase's suite)."""
+    from scipy.optimize import Bounds, LinearConstraint, milp  # scipy loads when a program is solved
+    from scipy.sparse import csr_matrix, hstack, identity
+
     full_kills, full_weights = kills, weights
     kills, weights, kept = _reduced(kills, weights, tie_all, a_all)
     tie, a = tie_all[kept], a_all[kept]

@@ -24,13 +24,26 @@ from typing import Any, Iterable, Mapping
 from oracleaudit.errors import OracleAuditError
 
 __all__ = ["FAILED", "FP64_INCOMPATIBLE", "RESULTS_FILE", "SCHEMA_VERSION", "VERDICTS", "append_records",
-           "done_keys", "identity", "latest", "read_records"]
+           "bundled_results", "done_keys", "identity", "latest", "read_records"]
 
 SCHEMA_VERSION = 1
 RESULTS_FILE = "refcheck.jsonl"
 FP64_INCOMPATIBLE, FAILED = "fp64_incompatible", "failed"
 VERDICTS = ("refereeable", "unrefereeable", FP64_INCOMPATIBLE, FAILED)
 _IDENTITY = ("problem", "problem_sha256", "oracle", "oracle_sha256", "pool_digest", "device")
+
+
+def bundled_results() -> Path | None:
+    """kill_matrix/refcheck.jsonl: the bundled problems under every catalog oracle, measured on a GPU (what
+    `score` and `analyze unrefereeable` label the bundled evidence's false alarms with), or None where this
+    installation does not ship it."""
+    from oracleaudit.shipped import shipped_dir
+
+    try:
+        path = shipped_dir("kill_matrix") / RESULTS_FILE
+    except FileNotFoundError:
+        return None
+    return path if path.is_file() else None
 
 
 def identity(record: Mapping[str, Any]) -> tuple:
