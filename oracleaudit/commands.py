@@ -72,7 +72,7 @@ def run_verify(args: argparse.Namespace) -> int:
 def register_refcheck(sub: argparse._SubParsersAction) -> None:
     from oracleaudit.refcheck.command import register  # the handler lives in its stage
 
-    register(sub)
+    add_format_arg(register(sub))
 
 
 @command

@@ -10,7 +10,7 @@ from pathlib import Path
 __all__ = ["register", "run"]
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = sub.add_parser(
         "refcheck", help="whether each problem's own fp32 reference passes each oracle against fp64",
         description="For each KernelBench problem and each oracle, run the problem's reference Model as the oracle "
@@ -39,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                              "then fail out of memory)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.set_defaults(handler=run)
+    return parser
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ from oracleaudit.cli import main
 from oracleaudit.problem import bundled_root, discover_problems
 from oracleaudit.refcheck import check_references
 from oracleaudit.refcheck.results import RESULTS_FILE
-from oracleaudit.scoring.oracle import Oracle, catalog
+from oracleaudit.scoring.oracle import Oracle, catalog, catalog_dir
 from oracleaudit.shipped import shipped_dir
 
 BUNDLED = shipped_dir("kill_matrix") / RESULTS_FILE
@@ -67,3 +67,13 @@ def test_score_labels_the_bundled_false_alarms_with_the_bundled_results(capsys: 
     assert main(["analyze", "unrefereeable", "--oracle", "kernelbench-x", "--json"]) == 0
     analysis = json.loads(capsys.readouterr().out)
     assert {p["problem"]: p["refcheck"] for p in analysis["problems"]} == {"level1/37_Conv1d": "unrefereeable"}
+
+
+def test_the_reports_refcheck_page_is_the_table_of_the_bundled_results(capsys: pytest.CaptureFixture,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # reports/README.md's command, from the repository root: the oracles in the order of their files' names.
+    monkeypatch.chdir(BUNDLED.parent.parent)
+    oracles = [arg for path in sorted(catalog_dir().glob("*.toml")) for arg in ("--oracle", path.stem)]
+    assert main(["refcheck", "--out", "kill_matrix", "--format", "markdown", *oracles]) == 0
+    page = Path("reports") / "refcheck.md"
+    assert capsys.readouterr().out == page.read_text()
