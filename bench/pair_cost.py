@@ -1,0 +1,201 @@
+"""Benchmark (GPU): what bounds the run stage, measured on one sample of mutants in two ways.
+
+    workers  `oracleaudit run` of the sample into a fresh store for each --workers value (default 1,2,4,8 per
+             GPU), its extensions built once beforehand (not timed): wall seconds, pairs per second, the
+             GPU-busy fraction NVML reports and the worker-seconds by phase. Pairs per second that stop
+             growing with more workers while the GPU reads busy mean the GPU's time is the bound.
+    kernels  one job per sampled solution, each in a child process with the GPU to itself, under
+             torch.profiler (CUDA activity): per pair, the device microseconds and launches of its kernels
+             and copies by kind (the fused evidence kernels, memory copies and sets, reductions such as the
+             checksums, element-wise copies and casts, and the rest: the variant's and the reference's own
+             kernels), and the wall milliseconds per pair. The device time per pair times the pairs per
+             second of the largest --workers run is the share of the GPU the pairs' own work fills; the rest
+             of a GPU that reads busy goes to switching between the workers' contexts.
+
+The sample: the first --per-solution Pending mutants by id (`run --per-solution`'s rule) of --solutions
+solutions spread evenly over a full `oracleaudit mutate` output in path order. The kernels part runs after the
+workers part, so references come from the reference cache, as in a long run. A job whose variant kills the
+CUDA context ends its child (it is reported as lost, with its exit code).
+
+    PYTHONPATH=. python bench/pair_cost.py --mutants out/mutants_full --json $OUT/pair_cost.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Kernel kinds by name (torch.profiler's names: the demangled kernel, or "Memcpy …"/"Memset …"), first match.
+KINDS = (
+    ("evidence", re.compile(r"\b(pass1|pass2|finish1|finish2)\b")),  # oracleaudit/data/evidence_kernels.cu
+    ("memcpy/memset", re.compile(r"^(Memcpy|Memset)")),
+    ("reductions", re.compile(r"reduce_kernel")),
+    ("copies and casts", re.compile(r"copy|CatArrayBatched|fill|FillFunctor|elementwise_kernel")),
+)
+OTHER = "variant and reference"
+
+
+def kind_of(name: str) -> str:
+    return next((kind for kind, pattern in KINDS if pattern.search(name)), OTHER)
+
+
+def summarize(records: list[dict]) -> dict:
+    """The kernels part's figures from the children's records ({solution, pairs, wall_s, kernels: {name:
+    [launches, device µs]}}): per pair, device µs and launches by kind and in all, wall ms, and the kernels
+    that took the most device time."""
+    pairs = sum(r["pairs"] for r in records)
+    by_kind: dict[str, list[float]] = {kind: [0, 0.0] for kind, _ in KINDS}
+    by_kind[OTHER] = [0, 0.0]
+    by_name: dict[str, list[float]] = {}
+    for record in records:
+        for name, (launches, device_us) in record["kernels"].items():
+            by_kind[kind_of(name)][0] += launches
+            by_kind[kind_of(name)][1] += device_us
+            total = by_name.setdefault(name, [0, 0.0])
+            total[0] += launches
+            total[1] += device_us
+    if not pairs:
+        return {"pairs": 0}
+    device_us = sum(us for _, us in by_kind.values())
+    top = sorted(by_name.items(), key=lambda item: (-item[1][1], item[0]))[:15]
+    return {
+        "pairs": pairs,
+        "wall_ms_per_pair": round(1000 * sum(r["wall_s"] for r in records) / pairs, 3),
+        "device_us_per_pair": round(device_us / pairs, 2),
+        "launches_per_pair": round(sum(n for n, _ in by_kind.values()) / pairs, 2),
+        "by_kind": {kind: {"device_us_per_pair": round(us / pairs, 2), "launches_per_pair": round(n / pairs, 2)}
+                    for kind, (n, us) in by_kind.items()},
+        "top_kernels": [{"name": name[:160], "kind": kind_of(name), "launches": int(n), "device_us": round(us, 1)}
+                        for name, (n, us) in top],
+    }
+
+
+def _sample(mutants: Path, solutions: int, per_solution: int, out: Path) -> list[str]:
+    from oracleaudit.mutant import PENDING, read_mutants
+
+    sources = sorted({m.source for m in read_mutants(mutants) if m.status == PENDING})
+    if not sources:
+        raise SystemExit(f"pair_cost.py: error: {mutants}: no Pending mutants")
+    step = max(1, len(sources) // solutions)
+    chosen = sources[::step][:solutions]
+    subprocess.run([sys.executable, str(ROOT / "bench" / "sample_mutants.py"), "--mutants", str(mutants),
+                    "--per-solution", str(per_solution), "--out", str(out), *chosen], check=True)
+    return chosen
+
+
+def _workers(sample: Path, pool: str, counts: list[int], work: Path) -> list[dict]:
+    from oracleaudit import execution as runner
+
+    results = []
+    for count in counts:
+        started = time.perf_counter()
+        result = runner.run(sample, work / f"evidence-w{count}", pool=pool, workers_per_gpu=count,
+                            show_progress=False)
+        wall = time.perf_counter() - started
+        summary = result.summary()
+        entry = {"workers_per_gpu": count, "wall_s": round(wall, 1), "pairs": summary["pairs_run"],
+                 "pairs_per_s": round(summary["pairs_run"] / wall, 1), "gpu_busy_fraction": summary["gpu_busy_fraction"],
+                 "phases": summary["phases"], "errors": len(summary["errors"])}
+        print(f"{count} workers: {wall:6.1f} s, {entry['pairs_per_s']:7.1f} pairs/s, GPU busy "
+              f"{entry['gpu_busy_fraction']}, phases {summary['phases']}", flush=True)
+        results.append(entry)
+    return results
+
+
+def _profile_job(job, path: str) -> None:
+    """In a child: run `job` under torch.profiler and write its record to `path`."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from oracleaudit.execution.worker import JobRun
+
+    torch.cuda.set_device(torch.device(job.device))
+    torch.zeros(1, device=job.device)
+    started = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        JobRun(job, lambda message: None).run()
+        torch.cuda.synchronize()
+    kernels = {e.key: [e.count, e.self_device_time_total] for e in prof.key_averages() if e.self_device_time_total > 0}
+    Path(path).write_text(json.dumps({"solution": job.solution, "pairs": job.pairs,
+                                      "wall_s": time.perf_counter() - started, "kernels": kernels}))
+
+
+def _kernels(sample: Path, pool: str, work: Path) -> tuple[list[dict], list[str]]:
+    import multiprocessing
+
+    from oracleaudit import execution as runner
+    from oracleaudit.mutant import read_mutants
+
+    jobs, errors, _ = runner.plan_jobs(read_mutants(sample), pool, runner.build_root(), set())
+    records, lost = [], [*errors]
+    context = multiprocessing.get_context("spawn")
+    for index, job in enumerate(jobs):
+        path = work / f"kernels-{index}.json"
+        child = context.Process(target=_profile_job, args=(job, str(path)))
+        child.start()
+        child.join()
+        if child.exitcode == 0 and path.is_file():
+            records.append(json.loads(path.read_text()))
+            print(f"profiled {job.solution}: {job.pairs} pairs", flush=True)
+        else:
+            lost.append(f"{job.solution}: child ended with exit code {child.exitcode}")
+            print(f"lost {lost[-1]}", flush=True)
+    return records, lost
+
+
+def _counts(text: str) -> list[int]:
+    try:
+        counts = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of worker counts: {text!r}") from None
+    if not counts or any(c < 1 for c in counts):
+        raise argparse.ArgumentTypeError(f"worker counts must be ≥ 1, got {text!r}")
+    return counts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mutants", type=Path, required=True, help="folder written by `oracleaudit mutate`")
+    parser.add_argument("--pool", default="default")
+    parser.add_argument("--solutions", type=int, default=8, help="solutions in the sample (default 8)")
+    parser.add_argument("--per-solution", type=int, default=4, help="mutants per solution (default 4)")
+    parser.add_argument("--workers", type=_counts, default=[1, 2, 4, 8], metavar="N,N,...",
+                        help="--workers-per-gpu values to time (default 1,2,4,8)")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="also write the figures here")
+    args = parser.parse_args()
+    if args.solutions < 1 or args.per_solution < 1:
+        parser.error("--solutions and --per-solution must be ≥ 1")
+
+    from bench.worker_cost import prebuild
+
+    work = Path(tempfile.mkdtemp(prefix="oracleaudit-pair-cost-"))
+    try:
+        sample = work / "mutants"
+        chosen = _sample(args.mutants, args.solutions, args.per_solution, sample)
+        prebuild(sample, args.pool)
+        workers = _workers(sample, args.pool, args.workers, work)
+        records, lost = _kernels(sample, args.pool, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    kernels = summarize(records)
+    widest = workers[-1]
+    if kernels.get("device_us_per_pair"):
+        kernels["gpu_share_of_pairs_own_work"] = round(kernels["device_us_per_pair"] * 1e-6 * widest["pairs_per_s"], 3)
+    result = {"solutions": chosen, "per_solution": args.per_solution, "workers": workers, "kernels": kernels,
+              "lost": lost}
+    print(json.dumps(kernels, indent=1))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

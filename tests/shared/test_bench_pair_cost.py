@@ -1,0 +1,85 @@
+"""The CPU parts of bench/pair_cost.py: kernel names sorted into kinds as torch.profiler names the run stage's
+kernels, the per-pair figures summed over the children's records, and its sample of a mutate output."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from oracleaudit.mutant import read_mutants
+from oracleaudit.shipped import shipped_dir
+
+ROOT = Path(__file__).parents[2]
+spec = importlib.util.spec_from_file_location("pair_cost", ROOT / "bench" / "pair_cost.py")
+pair_cost = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(pair_cost)
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("void pass1<float>(float const*, float const*, long long, Grid, unsigned long long*)", "evidence"),
+    ("finish2(int, int, unsigned long long const*, double*)", "evidence"),
+    ("Memcpy DtoH (Device -> Pinned)", "memcpy/memset"),
+    ("Memset (Device)", "memcpy/memset"),
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<long, at::native::func_wrapper_t<long, "
+     "at::native::sum_functor<int, long, long>::operator()>, unsigned int, long, 4, 4> >", "reductions"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::direct_copy_kernel_cuda", "copies and casts"),
+    ("void at::native::(anonymous namespace)::CatArrayBatchedCopy<at::native::(anonymous namespace)::OpaqueType<1>",
+     "copies and casts"),
+    ("scale_shift_kernel(float const*, float*, int)", "variant and reference"),
+    ("ampere_sgemm_128x64_nn", "variant and reference"),
+])
+def test_kernel_names_fall_into_their_kinds(name: str, kind: str) -> None:
+    assert pair_cost.kind_of(name) == kind
+
+
+def test_per_pair_figures_sum_the_children_s_records() -> None:
+    records = [
+        {"solution": "a.py", "pairs": 10, "wall_s": 0.5,
+         "kernels": {"void pass1<float>(x)": [20, 100.0], "Memcpy DtoH (Device -> Pinned)": [10, 30.0],
+                     "relu_kernel(float*)": [20, 50.0]}},
+        {"solution": "b.py", "pairs": 30, "wall_s": 1.5,
+         "kernels": {"void pass1<float>(x)": [60, 300.0], "gemm_kernel": [60, 920.0]}},
+    ]
+    summary = pair_cost.summarize(records)
+    assert summary["pairs"] == 40
+    assert summary["wall_ms_per_pair"] == 50.0
+    assert summary["device_us_per_pair"] == pytest.approx(1400.0 / 40)
+    assert summary["launches_per_pair"] == pytest.approx(170 / 40)
+    assert summary["by_kind"]["evidence"] == {"device_us_per_pair": 10.0, "launches_per_pair": 2.0}
+    assert summary["by_kind"]["variant and reference"]["device_us_per_pair"] == pytest.approx(970.0 / 40)
+    assert summary["by_kind"]["reductions"] == {"device_us_per_pair": 0.0, "launches_per_pair": 0.0}
+    assert [k["name"] for k in summary["top_kernels"]][:2] == ["gemm_kernel", "void pass1<float>(x)"]
+    assert pair_cost.summarize([]) == {"pairs": 0}
+
+
+def test_worker_counts_are_checked() -> None:
+    assert pair_cost._counts("1,2,8") == [1, 2, 8]
+    for bad in ("0,2", "a", ""):
+        with pytest.raises(Exception, match="worker counts|comma-separated"):
+            pair_cost._counts(bad)
+
+
+def test_the_sample_spreads_over_the_solutions_and_takes_the_first_mutants_by_id(tmp_path: Path,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    bundled = shipped_dir("kill_matrix") / "mutants"
+    chosen = pair_cost._sample(bundled, 3, 2, tmp_path / "sample")
+    everything = read_mutants(bundled)
+    sources = sorted({m.source for m in everything})
+    assert chosen == sources[::len(sources) // 3][:3]
+    sample = read_mutants(tmp_path / "sample")
+    for source in chosen:
+        first = sorted((m.id for m in everything if m.source == source), key=str)[:2]
+        assert sorted(m.id for m in sample if m.source == source) == first
+    assert len(sample) == 6
+
+
+def test_help_runs_without_a_gpu() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "pair_cost.py"), "--help"], capture_output=True,
+                          text=True, cwd=ROOT)
+    assert done.returncode == 0 and "--workers" in done.stdout
