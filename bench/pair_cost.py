@@ -103,7 +103,8 @@ def _workers(sample: Path, pool: str, counts: list[int], work: Path) -> list[dic
         wall = time.perf_counter() - started
         summary = result.summary()
         entry = {"workers_per_gpu": count, "wall_s": round(wall, 1), "pairs": summary["pairs_run"],
-                 "pairs_per_s": round(summary["pairs_run"] / wall, 1), "gpu_busy_fraction": summary["gpu_busy_fraction"],
+                 "pairs_per_s": round(summary["pairs_run"] / wall, 1),
+                 "gpu_busy_fraction": summary["gpu_busy_fraction"],
                  "phases": summary["phases"], "errors": len(summary["errors"])}
         print(f"{count} workers: {wall:6.1f} s, {entry['pairs_per_s']:7.1f} pairs/s, GPU busy "
               f"{entry['gpu_busy_fraction']}, phases {summary['phases']}", flush=True)

@@ -64,8 +64,8 @@ def test_worker_counts_are_checked() -> None:
             pair_cost._counts(bad)
 
 
-def test_the_sample_spreads_over_the_solutions_and_takes_the_first_mutants_by_id(tmp_path: Path,
-                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_sample_spreads_over_the_solutions_and_takes_the_first_mutants_by_id(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
     bundled = shipped_dir("kill_matrix") / "mutants"
     chosen = pair_cost._sample(bundled, 3, 2, tmp_path / "sample")
