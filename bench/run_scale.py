@@ -12,8 +12,9 @@
              output (bench/data/real_size, with its own solution), and two bundled problems scaled through their
              shape constants to KernelBench's sizes (`OFFICIAL`): a fused 2-D convolution with a 134M-element
              input and a 2.5 GiB MLP, run with their bundled solutions and first mutants
-    report   bench/results/run_scale.json from the state: the full run's wall time, variants/min, phases,
-             GPU-busy fraction and holes (pairs of the plan without a row), the memory ratio, the real-size run
+    report   bench/results/run_scale.json from the states (`--state` repeated: each shard's, the real-size run's):
+             the full run's wall time, variants/min, phases, GPU-busy fraction and holes (pairs of the plan
+             without a row), the memory ratio, the real-size run
 
 Run from the repository root on the GPU machine, e.g.
     PYTHONPATH=. python bench/run_scale.py full --mutants out/mutants_full --store out/full --state out/scale.json
@@ -218,9 +219,30 @@ def real(args) -> None:
     print(json.dumps(state["real_size"], indent=1))
 
 
+def gather(states: list[dict]) -> dict:
+    """One state from several (a call's file each: the shards of the full run, the real-size run, ...): the full
+    run's calls of every shard in the order given, their holes and inferred rows summed, and whether it is
+    complete — every shard K of its N present (or one unsharded run), each ended (its last call not stopped)
+    with no hole; gpu, code, memory and real_size from the first state that has them."""
+    fulls = [s["full"] for s in states if s.get("full", {}).get("calls")]
+    shards = [f.get("shard") for f in fulls]
+    if any(shards):
+        parts = [tuple(int(x) for x in spec.split("/")) if spec else (0, 0) for spec in shards]
+        covered = len({n for _, n in parts}) == 1 and sorted(k for k, _ in parts) == list(range(1, parts[0][1] + 1))
+    else:
+        covered = len(fulls) == 1
+    ended = all(not f["calls"][-1]["stopped"] and f.get("holes") == 0 for f in fulls)
+    first = {key: next((s[key] for s in states if s.get(key) is not None), None)
+             for key in ("gpu", "code", "memory", "real_size")}
+    return {**first, "full": {"calls": [c for f in fulls for c in f["calls"]], "shards": shards,
+                              "complete": bool(fulls) and covered and ended,
+                              "holes": sum(f.get("holes") or 0 for f in fulls),
+                              "inferred_rows": sum(f.get("inferred_rows") or 0 for f in fulls)}}
+
+
 def report(args) -> None:
-    state = _state(args.state)
-    calls = state.get("full", {}).get("calls", [])
+    state = gather([_state(path) for path in args.state])
+    calls = state["full"]["calls"]
     wall = sum(c["wall_s"] for c in calls)
     variants = sum(c["variants_run"] for c in calls)
     phases: dict[str, float] = {}
@@ -229,8 +251,8 @@ def report(args) -> None:
             phases[name] = round(phases.get(name, 0.0) + value, 1)
     busy = [(c["gpu_busy_fraction"], c["execution_wall_s"]) for c in calls if c["gpu_busy_fraction"] is not None]
     weight = sum(w for _, w in busy)
-    complete = bool(calls) and not calls[-1]["stopped"] and state["full"]["holes"] == 0
-    full = state.get("full", {})
+    complete = state["full"]["complete"]
+    full = state["full"]
     out = {
         "gpu": state.get("gpu"),
         "code": state.get("code"),  # which oracleaudit made the calls, when the state says
@@ -238,6 +260,7 @@ def report(args) -> None:
         # so far are reported as a partial run (`partial`), with the pairs it has not reached.
         "bundled_full_wall_s": round(wall, 1) if complete else None,
         "bundled_full_complete": complete,
+        "shards": full["shards"],  # the shard of each state gathered (None: an unsharded run)
         "holes": full.get("holes") if complete else None,
         "variants": variants if complete else None,
         "variants_per_min": round(variants / (wall / 60), 1) if complete and wall else None,
@@ -248,7 +271,8 @@ def report(args) -> None:
             "variants": variants, "pairs": sum(c["pairs_run"] for c in calls),
             "variants_per_min": round(variants / (wall / 60), 1) if wall else None, "phases": phases,
             "gpu_busy_fraction": round(sum(b * w for b, w in busy) / weight, 3) if weight else None,
-            "pairs_not_yet_run": full.get("holes"), "inferred_rows": full.get("inferred_rows"),
+            "pairs_not_yet_run": full.get("holes"),  # in the shards gathered (a shard not started counts none)
+            "inferred_rows": full.get("inferred_rows"),
             "restarts": sum(c["restarts"] for c in calls),
             "hangs": sum(c["hangs"] for c in calls) if all("hangs" in c for c in calls) else None,
             "crashes": sum(c["crashes"] for c in calls) if all("crashes" in c for c in calls) else None,
@@ -295,7 +319,8 @@ def main() -> None:
     p.add_argument("--job-size", type=int, default=2)
     p.set_defaults(run=real)
     p = sub.add_parser("report")
-    p.add_argument("--state", type=Path, required=True)
+    p.add_argument("--state", type=Path, action="append", required=True,
+                   help="a state file (repeatable: the shards' states and the real-size run's gather into one report)")
     p.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "run_scale.json")
     p.set_defaults(run=report)
     args = parser.parse_args()

@@ -1,10 +1,13 @@
 """`bench/run_scale.py full --shard K/N` (a run longer than a session's device time, made as N stores that
 merge): the shards partition the Pending mutants by whole solutions, every Pending mutant in exactly one,
-balanced to within one solution's mutants, the same every time."""
+balanced to within one solution's mutants, the same every time; `report` gathers the shards' states and calls
+the run complete only when every shard has ended without a hole."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -42,3 +45,42 @@ def test_shards_partition_the_pending_mutants_by_whole_solutions_and_balance_the
 def test_a_shard_outside_one_to_n_is_refused(run_scale, tmp_path: Path, spec: str):
     with pytest.raises(ValueError):
         run_scale.shard(shipped_dir("kill_matrix") / "mutants", spec, tmp_path)
+
+
+def _call(wall: float, variants: int, stopped: bool) -> dict:
+    return {"wall_s": wall, "variants_run": variants, "pairs_run": variants * 68, "stopped": stopped,
+            "phases": {"evidence_s": wall, "idle_s": 1.0}, "gpu_busy_fraction": 0.8, "execution_wall_s": wall,
+            "restarts": 0, "hangs": 1, "crashes": 2, "errors": [], "cold_cache": False}
+
+
+def _shard(spec: str, calls: list[dict], holes: int) -> dict:
+    return {"full": {"shard": spec, "calls": calls, "holes": holes, "inferred_rows": 3}, "gpu": "NVIDIA H200"}
+
+
+def test_the_report_gathers_the_shards_states_and_is_complete_only_with_every_shard_ended(run_scale, tmp_path):
+    real = {"real_size": {"problems": ["level1/x"], "oom": 0}, "memory": {"ratio_60_vs_10": 1.03}}
+    one = _shard("1/2", [_call(100.0, 50, True), _call(200.0, 150, False)], 0)
+    two = _shard("2/2", [_call(300.0, 100, False)], 0)
+    paths = []
+    for name, state in (("s1", one), ("s2", two), ("real", real)):
+        paths.append(tmp_path / f"{name}.json")
+        run_scale._save(paths[-1], state)
+
+    def report(*chosen: Path) -> dict:
+        out = tmp_path / "run_scale.json"
+        run_scale.report(argparse.Namespace(state=list(chosen), out=out))
+        return json.loads(out.read_text())
+
+    whole = report(*paths)
+    assert whole["bundled_full_complete"] and whole["shards"] == ["1/2", "2/2"]
+    assert whole["bundled_full_wall_s"] == 600.0 and whole["variants"] == 300 and whole["holes"] == 0
+    assert whole["variants_per_min"] == 30.0 and whole["phases"] == {"evidence_s": 600.0, "idle_s": 3.0}
+    assert whole["real_size"] == real["real_size"] and whole["peak_gpu_mem_ratio_60_vs_10_inputs"] == 1.03
+    half = report(paths[0], paths[2])  # shard 2 of 2 not run yet: a partial run, whatever shard 1 says
+    assert not half["bundled_full_complete"] and half["bundled_full_wall_s"] is None
+    assert half["partial"]["variants"] == 200 and half["partial"]["pairs_not_yet_run"] == 0
+    two["full"]["holes"] = 68
+    two["full"]["calls"][-1]["stopped"] = True
+    run_scale._save(paths[1], two)
+    cut = report(*paths)
+    assert not cut["bundled_full_complete"] and cut["partial"]["pairs_not_yet_run"] == 68

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# One call on a GPU machine lent for at most LIMIT seconds (default 600) whose results come back only through
+# the folder $OUT (files of at most 16 MiB) and whose local files are lost when it is handed back: the GPU
+# benchmarks and tests of this folder as resumable parts of such calls. Run from the repository root:
+#
+#   bash bench/device_call.sh tests [PYTEST ARGS]  the GPU tests (pytest -m gpu -v), cut LIMIT - 20 s after the start;
+#                                                  the log in $OUT/pytest.log (a test cut off shows as the last line)
+#   bash bench/device_call.sh full K/N [--cold]    shard K of N of the complete bundled run (run_scale.py full) into
+#                                                  out/shardK, continued from the store left by the last call (the
+#                                                  machine still warm) or from out/carry/shardK.tar.*; the store and
+#                                                  its state back in $OUT as shardK.tar.* (split at 15 MiB)
+#   bash bench/device_call.sh pair-cost            bench/pair_cost.py on out/full_in/mutants.jsonl's sample
+#   bash bench/device_call.sh sizes PART [ARGS]    bench/size_findings.py PART --work out/size_findings ARGS, the work
+#                                                  folder restored from out/carry/sizes.tar.* and sent back likewise
+#   bash bench/device_call.sh real                 run_scale.py real (KernelBench's own sizes at 8 workers per GPU)
+#   bash bench/device_call.sh refcheck             refcheck of the bundled problems under every catalog oracle
+#
+# Python wheels the machine lacks are installed from .whl/ when it is there. The state of run_scale.py lives in
+# out/scale.json, restored with the store; `memory` figures come from bench/results/run_scale.json when absent.
+set -o pipefail
+START=$(date +%s)
+LIMIT=${LIMIT:-600}
+left() { echo $(( LIMIT - ($(date +%s) - START) - ${1:-0} )); }
+if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        || exit 1
+fi
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+: "${OUT:?OUT must name the folder whose files come back}"
+nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader
+part=$1; shift
+
+send_back() {  # NAME PATH...: a tar of PATHs split into $OUT/NAME.tar.*
+    local name=$1; shift
+    tar -cf - "$@" | split -b 15m - "$OUT/$name.tar."
+}
+restore() {  # NAME DIR: DIR from out/carry/NAME.tar.* unless DIR is here already (a warm machine)
+    if [ ! -e "$2" ] && ls "out/carry/$1.tar."* >/dev/null 2>&1; then
+        echo "restoring $2 from out/carry/$1.tar.*"
+        cat "out/carry/$1.tar."* | tar -xf -
+    fi
+}
+
+case "$part" in
+tests)
+    ORACLEAUDIT_CACHE=/tmp/oa-test-cache timeout "$(left 20)" python3 -m pytest -m gpu -v -rA -p no:cacheprovider "$@" \
+        > "$OUT/pytest.log" 2>&1
+    echo "pytest exit $?"
+    grep -E "PASSED|FAILED|ERROR|SKIPPED|passed|failed|^E " "$OUT/pytest.log" | tail -60
+    tail -1 "$OUT/pytest.log"
+    ;;
+full)
+    shard=$1; shift
+    k=${shard%/*}
+    restore "shard$k" "out/shard$k"
+    if [ ! -f "out/scale$k.json" ]; then
+        python3 -c "import json; m = json.load(open('bench/results/run_scale.json')).get('memory');
+json.dump({'memory': m} if m else {}, open('out/scale$k.json', 'w'))"
+    fi
+    mkdir -p out
+    export ORACLEAUDIT_CACHE=$PWD/.oa-cache
+    python3 bench/run_scale.py full --mutants out/full_in --shard "$shard" --store "out/shard$k" \
+        --state "out/scale$k.json" --stop-after "$(left 60)" "$@" 2>&1 | grep -v "^\s*$" | tail -40
+    send_back "shard$k" "out/shard$k" "out/scale$k.json"
+    du -sh "out/shard$k"
+    ;;
+pair-cost)
+    ORACLEAUDIT_CACHE=$PWD/.oa-cache python3 bench/pair_cost.py --mutants out/full_in --json "$OUT/pair_cost.json"
+    ;;
+sizes)
+    restore sizes out/size_findings
+    ORACLEAUDIT_CACHE=$PWD/.oa-cache python3 bench/size_findings.py "$@" --work out/size_findings
+    send_back sizes out/size_findings
+    ;;
+real)
+    ORACLEAUDIT_CACHE=$PWD/.oa-cache python3 bench/run_scale.py real --store out/real --state out/scale-real.json
+    cp out/scale-real.json "$OUT/"
+    ;;
+refcheck)
+    ORACLEAUDIT_CACHE=/tmp/oa-refcheck timeout "$(left 20)" python3 -m oracleaudit refcheck --jobs 8 --out out/refcheck \
+        --json $(for o in oracles/*.toml; do echo --oracle "$(basename "$o" .toml)"; done) > "$OUT/refcheck.json"
+    echo "refcheck exit $?"
+    cp out/refcheck/refcheck.jsonl "$OUT/"
+    ;;
+*)
+    echo "device_call.sh: unknown part '$part' (tests, full, pair-cost, sizes, real, refcheck)" >&2
+    exit 2
+    ;;
+esac
+echo "call took $(( $(date +%s) - START )) s"
