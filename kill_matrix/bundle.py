@@ -7,7 +7,8 @@ Writes, replacing what is here:
     evidence/            the store's rows as a packed store (contract in oracleaudit/packed.py: about half the
                          bytes of a store's parts, read as the same rows), less the rows of mutants that the
                          mutants file does not list (counted in provenance)
-    mutants/mutants.jsonl  the lines of the run's mutants.jsonl whose mutants have rows in the store
+    mutants/mutants.jsonl.gz  the lines of the run's mutants.jsonl whose mutants have rows in the store,
+                         gzip-compressed (every reader of a mutants folder takes it; a sixteenth of the bytes)
                          (no diffs/: score makes each diff from the bundled source file and the record,
                          byte for byte what mutate writes; a diff file per mutant took 4 KiB on disk each)
     provenance.json      the record passed with --record (how the run was made), plus counts of what was
@@ -43,7 +44,7 @@ def bundled_scores() -> dict[str, dict]:
 
 
 def main() -> None:
-    from oracleaudit.mutant import MUTANTS_FILE
+    from oracleaudit.mutant import MUTANTS_GZ, gzipped, mutants_bytes, mutants_file
     from oracleaudit.store import EvidenceStore, pack_rows
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -61,7 +62,7 @@ def main() -> None:
     if args.evidence is None or args.mutants is None or args.record is None:
         parser.error("--evidence, --mutants and --record are needed (or --rescore alone)")
 
-    full = (args.mutants / MUTANTS_FILE).read_bytes()
+    full = mutants_bytes(mutants_file(args.mutants))
     known = {json.loads(line)["id"] for line in full.decode().splitlines() if line.strip()}
     source = EvidenceStore(args.evidence).open()
     table = source.read_table()
@@ -77,7 +78,7 @@ def main() -> None:
     shutil.rmtree(mutants, ignore_errors=True)
     mutants.mkdir(parents=True)
     kept = [line for line in full.decode().splitlines() if line.strip() and json.loads(line)["id"] in run_ids]
-    (mutants / MUTANTS_FILE).write_text("".join(line + "\n" for line in kept))
+    (mutants / MUTANTS_GZ).write_bytes(gzipped("".join(line + "\n" for line in kept)))
 
     variants = rows[rows["mutant_id"] != "reference"].drop_duplicates(["problem", "mutant_id"])
     record = json.loads(args.record.read_text())

@@ -14,8 +14,7 @@ import numpy as np
 import pandas as pd
 
 from oracleaudit.errors import OracleAuditError
-from oracleaudit.files import file_sha256
-from oracleaudit.mutant import DIFFS_DIR, MUTANTS_FILE, PENDING, read_mutants
+from oracleaudit.mutant import DIFFS_DIR, PENDING, mutants_file, mutants_sha256, read_mutants
 from oracleaudit.scoring.casting import cast_failures
 from oracleaudit.scoring.observations import Observations
 from oracleaudit.scoring.oracle import Oracle
@@ -64,9 +63,9 @@ class Audit:
         obs = Observations.read(store)
         records = read_mutants(mutants)
         folder = mutants if mutants.is_dir() else mutants.parent
-        mutants_file = mutants / MUTANTS_FILE if mutants.is_dir() else mutants
-        audit = cls.from_parts(obs, records, folder, margin, where=f"{evidence}", mutants_file=mutants_file)
-        audit.warnings += _mismatches(store, mutants_file, folder, audit.excluded["unknown_in_store"], records)
+        path = mutants_file(mutants)
+        audit = cls.from_parts(obs, records, folder, margin, where=f"{evidence}", mutants_file=path)
+        audit.warnings += _mismatches(store, path, folder, audit.excluded["unknown_in_store"], records)
         return audit
 
     @classmethod
@@ -177,9 +176,9 @@ def _mismatches(store: EvidenceStore, mutants_file: Path, folder: Path, unknown:
     (escapes would print without their diffs)."""
     warnings = []
     recorded = store.meta.get("mutants_sha256")
-    if unknown and recorded is not None and recorded != file_sha256(mutants_file):
+    if unknown and recorded is not None and recorded != mutants_sha256(mutants_file):
         warnings.append(f"{mutants_file}: not the mutants file {store.path} was made with (sha256 "
-                        f"{file_sha256(mutants_file)[:12]}, the store records {recorded[:12]}); {unknown} mutants "
+                        f"{mutants_sha256(mutants_file)[:12]}, the store records {recorded[:12]}); {unknown} mutants "
                         "observed in the store are missing from it and are not scored")
     if not (folder / DIFFS_DIR).is_dir() and not (records and source_text(records[0]) is not None):
         warnings.append(f"{folder}: no {DIFFS_DIR}/ folder; escaped mutants are shown and written without their "

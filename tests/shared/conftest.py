@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 
 import pytest
 
-from oracleaudit.mutant import DIFFS_DIR, MUTANTS_FILE, Mutant
+from oracleaudit.mutant import DIFFS_DIR, MUTANTS_FILE, Mutant, mutants_bytes, mutants_file
 from oracleaudit.scoring.audit import source_text
 from oracleaudit.shipped import shipped_dir
 from oracleaudit.store import EvidenceStore
@@ -33,12 +33,12 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def write_bundled_mutants(folder: Path, problems: Sequence[str]) -> None:
     """A mutants folder (`mutants.jsonl`, `diffs/`) of the bundled mutants of these problems."""
-    lines = [line for line in (BUNDLE / "mutants" / MUTANTS_FILE).read_text().splitlines()
-             if json.loads(line)["problem"] in problems]
+    bundled = mutants_file(BUNDLE / "mutants")
+    lines = [line for line in mutants_bytes(bundled).decode().splitlines() if json.loads(line)["problem"] in problems]
     (folder / DIFFS_DIR).mkdir(parents=True)
     (folder / MUTANTS_FILE).write_text("".join(line + "\n" for line in lines))
     for line in lines:  # the bundle ships no diffs: made from the bundled sources, as `mutate` writes them
-        mutant = Mutant.from_json(line, str(BUNDLE / "mutants" / MUTANTS_FILE))
+        mutant = Mutant.from_json(line, str(bundled))
         (folder / DIFFS_DIR / f"{mutant.id}.diff").write_text(mutant.diff(source_text(mutant)))
 
 

@@ -5,6 +5,7 @@ mismatches warned about, and the exit-code rule (0 done, 1 partly done, 2 nothin
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 import os
@@ -16,6 +17,7 @@ import pytest
 from oracleaudit.cli import main
 from oracleaudit.mutant import DIFFS_DIR, MUTANTS_FILE
 from oracleaudit.scoring import ESCAPED_DIR, KILL_MATRIX_FILE, SCORES_FILE
+from oracleaudit.shipped import shipped_dir
 from oracleaudit.store import EvidenceStore
 
 ORACLES = ("kernelbench", "kernelbench-v0.1", "kernelbench-verified", "kernelbench-x")
@@ -200,3 +202,28 @@ def test_the_readme_states_the_exit_code_rule() -> None:
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     rule = readme.split("## Exit codes")[1].split("\n## ")[0]
     assert all(f"`{code}`" in rule for code in (0, 1, 2, 130))
+
+
+def test_a_gzipped_mutants_file_reads_as_the_plain_one_and_a_broken_one_is_one_line(tmp_path: Path, capsys) -> None:
+    from oracleaudit.mutant import MUTANTS_GZ, gzipped, mutants_file, mutants_sha256, read_mutants
+
+    bundle = shipped_dir("kill_matrix")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    text = mutants_file(bundle / "mutants").read_bytes()
+    (plain / MUTANTS_FILE).write_bytes(gzip.decompress(text))
+    assert [m.id for m in read_mutants(plain)] == [m.id for m in read_mutants(bundle / "mutants")]
+    assert mutants_sha256(plain / MUTANTS_FILE) == mutants_sha256(bundle / "mutants" / MUTANTS_GZ)
+    assert gzipped((plain / MUTANTS_FILE).read_text()) == text  # the bundle's bytes: no name or time inside
+    both = tmp_path / "both"
+    both.mkdir()
+    (both / MUTANTS_FILE).write_text("")
+    (both / MUTANTS_GZ).write_bytes(text)
+    assert mutants_file(both) == both / MUTANTS_FILE  # the plain file wins where both are there
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / MUTANTS_GZ).write_bytes(text[: len(text) // 2])
+    assert main(["score", "--oracle", "kernelbench", "--evidence", str(bundle / "evidence"), "--mutants",
+                 str(broken)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "mutants.jsonl.gz: not a gzip-compressed mutants file" in err[0]
