@@ -16,11 +16,11 @@ Folder contract (`PACKED_VERSION` 2)
       packed/linked.parquet      one row per hull point of the evidence with a partner, in evidence order
 
 Each file carries `oracleaudit.packed_version` and `oracleaudit.schema_version` in its Parquet metadata, and
-is written with brotli level 11, one row group, dictionary-encoded strings, plain time_ms, n, out_shape,
-ref_shape, l2_ref_bits and max_rel_xor, and the other numbers byte-stream-split: byte-identical for the same
-rows with the same pyarrow. Files and manifests of another packed_version are refused, version 1 (131.5 bytes
-a row on the bundle, 89 in version 2) included: merge such a store into a plain one with the oracleaudit that
-wrote it, and pack that.
+is written with brotli level 11, one row group, data pages up to 1 GiB, dictionary-encoded strings, plain
+time_ms, n, out_shape, ref_shape, l2_ref_bits and max_rel_xor, the other numbers byte-stream-split: the same
+bytes for the same rows with the same pyarrow. Files and manifests of another packed_version are refused,
+version 1 (131.5 bytes a row on the bundle; 88.6 in version 2) too: merge it into a plain store with the
+oracleaudit that wrote it, and pack that.
 
 rows.parquet      every observation column that is not an evidence column (`fp32_*`, `fp64_*`), with its
                   type, plus `fp32_evidence` and `fp64_evidence` (int32): the evidence.parquet row holding
@@ -61,7 +61,8 @@ points.parquet    per hull point (r, d) of an evidence without a partner:
                      (both as int32) where that is within ±2**22, else `q` (float32) holds q; the other is null.
     d_xor (int64)    d's bits XOR those of D(r, q)
 linked.parquet    per hull point (r, d) of an evidence with a partner:
-    link (int32)     1 + the place in the partner's hull of the point linked to (the encoder's choice: the
+    link (int32)     1 + the zigzag of the place in the partner's hull of the point linked to minus this
+                     point's place in its own hull (the point linked to is the encoder's choice: the
                      partner point whose q gives d back by this evidence's D, with the float32 bits of its r
                      nearest to those of r, the first of equals, where r is a float32 value and the two hulls
                      make at most 2**16 point pairs), 0 for none
@@ -251,8 +252,7 @@ def _distinct(table: pa.Table) -> tuple[pa.Table, dict[str, np.ndarray], np.ndar
     ids[present] = _dense(code[present])
     _, first = np.unique(ids[present], return_index=True)
     n = table.num_rows
-    back = np.empty(n, dtype=np.int64)
-    back[order] = np.arange(n)
+    back = np.argsort(order)  # the inverse permutation
     at = np.flatnonzero(present)[first]
     return (both.take(pa.array(at, type=pa.int64())), {p: ids[i * n:(i + 1) * n][back] for i, p in enumerate(_PASSES)},
             order[at % max(n, 1)], at // max(n, 1))
@@ -340,8 +340,7 @@ def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 
 def _q_columns(q: np.ndarray, r: np.ndarray, stored: np.ndarray) -> dict[str, pa.Array]:
-    """q of the `stored` points: `q_step` (int32), the zigzag of its float32 bits minus those of r rounded to
-    float32, where that is within ±`_NEAR`, else `q` (float32); both null elsewhere."""
+    """q of the `stored` points as `q_step` where within ±`_NEAR`, else as `q`; both null elsewhere."""
     step = q.view(np.int32) - _f32(r)
     near = np.abs(step) < _NEAR
     return {"q": pa.array(q, mask=~stored | near), "q_step": pa.array(_zig(step).astype(np.int32), mask=~stored | ~near)}
@@ -371,7 +370,8 @@ def _encode_hull(ev: pa.Table, hull: tuple[np.ndarray, ...], partner: np.ndarray
     linked = at >= 0
     at = np.where(linked, at, 0)
     lr, lq = r[on], np.where(linked, q[at], q[on])
-    links = pa.table({"link": pa.array(np.where(linked, at - offsets[row[at]] + 1, 0), type=pa.int32()),
+    place = np.flatnonzero(on) - offsets[row[on]]
+    links = pa.table({"link": pa.array(np.where(linked, _zig(at - offsets[row[at]] - place) + 1, 0), type=pa.int32()),
                       "r": pa.array(lr, mask=linked), "r_diff": pa.array(_zig(_f32(lr) - _f32(r[at])), mask=~linked),
                       **_q_columns(lq, lr, ~linked), "d_xor": _bits(d[on]) ^ _bits(_d_from(lr, lq, wide[on]))})
     q[on] = lq
@@ -477,7 +477,7 @@ def _decode_hull(tables: Mapping[str, pa.Table], lengths: np.ndarray, partner: n
     at = _ranges(offsets[rows], lengths[rows])
     linked = tables["linked"]
     link = _num(linked.column("link"), np.int64)
-    mate = np.where(link > 0, np.repeat(offsets[partner[rows]], lengths[rows]) + link - 1, 0)
+    mate = np.where(link > 0, np.repeat(offsets[partner[rows]] - offsets[rows], lengths[rows]) + at + _unzig(link - 1), 0)
     single = (_f32(r[mate]) + _unzig(_num(linked.column("r_diff"), np.int64))).astype(np.int32).view(np.float32)
     r[at] = np.where(link > 0, single, _num(linked.column("r"), np.float64))
     q[at] = _q_from(linked, r[at], q[mate])
@@ -569,7 +569,7 @@ def write(tables: Mapping[str, pa.Table], folder: Path, metadata: Mapping[bytes,
         table = table.replace_schema_metadata({**metadata, PACKED_VERSION_KEY: str(PACKED_VERSION).encode()})
         paths[name] = folder / f"{name}.parquet"
         pq.write_table(table, paths[name], compression=codec[0], compression_level=codec[1], use_dictionary=strings,
-                       column_encoding=numbers, row_group_size=max(1, table.num_rows))
+                       column_encoding=numbers, row_group_size=max(1, table.num_rows), data_page_size=1 << 30)
     return paths
 
 
