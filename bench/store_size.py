@@ -1,8 +1,8 @@
 """Benchmark (CPU): the bytes of the bundled evidence, as `oracleaudit run` writes a store and packed
 (oracleaudit/packed.py), by column group; the steps between them; and the size of the complete bundle
 projected from samples of the bundle (the issue "Complete bundled evidence": the whole dataset, 6,765
-mutants + 70 originals × 68 inputs plus the reference rows, in 40 MiB with mutants.jsonl, diffs and
-provenance).
+mutants + 70 originals × 68 inputs plus the reference rows, in 40 MiB with mutants.jsonl.gz and provenance;
+the bundle ships no diffs).
 
 Steps, each lossless and each on top of the one before, written in memory:
     as written          the store's parts as the run stage writes them (zstd level 3, one part here)
@@ -12,14 +12,21 @@ Steps, each lossless and each on top of the one before, written in memory:
     distinct evidence   (from zstd 19 + split, in key order) each prefix's evidence columns stored once per
                         distinct value, rows naming it by id; this subsumes "the same evidence as the
                         original's row", counted apart
-    packed              the packed layout: also hull points in a table of their own, hull_d as the float32
-                        output where the reference is float64, grid counts as neighbour differences,
-                        rmse/max_abs/max_rel as the xor with their prediction
+    packed v1           the packed layout's version 1: also hull points in a table of their own, hull_d as the
+                        float32 output where the reference is float64, grid counts as neighbour differences,
+                        rmse/max_abs/max_rel as the xor with their prediction. Its codec is gone: the numbers
+                        are the ones this benchmark measured at commit d4ffe8e (PACKED_V1), not measured again
+    packed, zstd 19     the packed layout (version 2, oracleaudit/packed.py) written with zstd level 19 as
+                        version 1 was: also the fp32 evidence coded against its row's fp64 evidence (hull
+                        points linked to the partner's, statistics and counts as the difference), hull_r as
+                        indices into each (problem, input, output)'s distinct values, q as its step from r,
+                        the grid counts of a row side by side, max_abs/max_rel predicted from the outputs
+    packed              the packed layout as written: brotli level 11
 The packed store is read back and compared with the rows (every value and dtype) before it is measured.
 
 Projection: the packed size of the first m mutants of each problem (by id, as --per-solution picks them)
 with every original and reference row, for m = 4, 8, 12, 16 (the bundle); bytes per added mutant row
-between the last two give the rest of the dataset's mutant rows.
+between the last two give the rest of the dataset's mutant rows (469,540 rows), and 470,000 rows.
 
     PYTHONPATH=. python bench/store_size.py [--evidence kill_matrix/evidence] [--mutants kill_matrix/mutants]
         [--run-mutants out/mutants] [--out bench/results/store_size.json]
@@ -39,13 +46,19 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from oracleaudit.mutant import DIFFS_DIR, MUTANTS_FILE, PENDING, read_mutants
+from oracleaudit import packed
+from oracleaudit.mutant import PENDING, gzipped, mutants_bytes, mutants_file, read_mutants
 from oracleaudit.packed import PACKED_DIR, PREFIXES, evidence_column
 from oracleaudit.store import KEY_COLUMNS, EvidenceStore, pack_rows
 
 MiB = 2**20
 ROW_GROUPS = ("keys and row", "time_ms", "evidence ids", "hull", "grid counts", "statistics", "other evidence",
               "file overhead")
+# packed_version 1 on this bundle as this benchmark measured it (bench/results/store_size.json at d4ffe8e)
+PACKED_V1 = {"bytes_per_row": 131.5, "by_group": {"keys and row": 0.4, "time_ms": 2.9, "evidence ids": 0.6, "hull": 79.2,
+                                                  "grid counts": 18.4, "statistics": 27.9, "other evidence": 2.0,
+                                                  "file overhead": 0.2}}
+TARGET_ROWS = 470_000
 STATISTICS = ("l2_diff", "l2_ref", "cosine", "max_abs", "max_rel", "rmse", "rel_l1", "hull_slack")
 VISIT = ["problem", "input_id", "output_index", "mutant_id"]
 # the complete dataset: (6,765 Pending mutants + 70 originals) × 68 pool inputs, and the 70 × 68 reference rows
@@ -60,13 +73,13 @@ def group(column: str) -> str:
     field = split[1] if split else name
     if name == "time_ms":
         return "time_ms"
-    if name in ("fp32_evidence", "fp64_evidence"):
+    if name in ("fp32_evidence", "fp64_evidence", "partner", "group"):
         return "evidence ids"
-    if field in ("hull_r", "hull_d", "hull_points", "r", "q", "d_xor"):
+    if field in ("hull_r", "hull_d", "hull_points", "r", "r_step", "r_diff", "link", "q", "q_step", "d_xor"):
         return "hull"
-    if field.startswith("within_"):
+    if field.startswith("within"):
         return "grid counts"
-    if field.removesuffix("_xor") in STATISTICS:
+    if field.removesuffix("_xor").removesuffix("_bits") in STATISTICS:
         return "statistics"
     if split or name in ("n", "n_unequal", "shape_match", "dtype_match", "out_shape", "ref_shape", "out_dtype",
                          "ref_dtype", "compare_dtype", "all_zero_out", "hull_complete") or name.startswith("n_"):
@@ -121,6 +134,7 @@ def distinct(table: pa.Table) -> tuple[list[bytes], int]:
 
 
 def packed_files(table: pa.Table, folder: Path, meta: dict) -> list[Path]:
+    """The files of `table` packed at `folder` (read back and compared first)."""
     store = pack_rows(folder, meta, table)
     back = store.read_table()
     expected = table.sort_by([(n, "ascending") for n in KEY_COLUMNS])
@@ -140,24 +154,25 @@ def first_mutants(table: pa.Table, m: int) -> pa.Table:
 
 
 def mutants_folder(folder: Path, run_mutants: Path | None) -> dict:
-    """Bytes of the mutants folder: the bundle's, and the complete dataset's (the run's Pending mutants when
-    --run-mutants is given, else the bundle's bytes per mutant times 6,765); `blocks` counts each file in
-    whole 4 KiB blocks, as `du` does on most file systems."""
-    def sizes(jsonl: bytes, diffs: list[Path]) -> dict:
-        lengths = [len(jsonl), *(p.stat().st_size for p in diffs)]
-        return {"mutants": len(diffs), "bytes": sum(lengths), "blocks_4k": sum(-(-n // 4096) * 4096 for n in lengths)}
+    """Bytes of the mutants folder as kill_matrix/bundle.py writes it (mutants.jsonl.gz alone: score makes the
+    diffs from the bundled sources): the bundle's, and the complete dataset's (the lines of the run's Pending
+    mutants, gzipped as the bundle ships them, when --run-mutants is given, else the bundle's bytes per mutant
+    times 6,765); `blocks_4k` counts the file in whole 4 KiB blocks, as `du` does on most file systems."""
+    def sizes(data: bytes, count: int) -> dict:
+        return {"mutants": count, "bytes": len(data), "blocks_4k": -(-len(data) // 4096) * 4096}
 
-    own = sizes((folder / MUTANTS_FILE).read_bytes(), sorted((folder / DIFFS_DIR).glob("*.diff")))
+    path = mutants_file(folder)
+    own = sizes(path.read_bytes(), len(mutants_bytes(path).splitlines()))
     if run_mutants is None:
         scale = FULL_MUTANTS / own["mutants"]
         full = {"mutants": FULL_MUTANTS, "bytes": round(own["bytes"] * scale), "blocks_4k": round(own["blocks_4k"] * scale),
                 "how": "the bundle's bytes per mutant × 6,765"}
     else:
         pending = {m.id for m in read_mutants(run_mutants) if m.status == PENDING}
-        lines = [line for line in (run_mutants / MUTANTS_FILE).read_text().splitlines()
+        lines = [line for line in mutants_bytes(mutants_file(run_mutants)).decode().splitlines()
                  if line.strip() and json.loads(line)["id"] in pending]
-        full = {**sizes("".join(line + "\n" for line in lines).encode(),
-                        [run_mutants / DIFFS_DIR / f"{i}.diff" for i in sorted(pending)]), "how": str(run_mutants)}
+        full = {**sizes(gzipped("".join(line + "\n" for line in lines)), len(lines)),
+                "how": f"{run_mutants}: its Pending mutants' lines, gzipped"}
     return {"bundle": own, "complete": full}
 
 
@@ -165,7 +180,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--evidence", type=Path, default=Path("kill_matrix/evidence"))
     parser.add_argument("--mutants", type=Path, default=Path("kill_matrix/mutants"))
-    parser.add_argument("--run-mutants", type=Path, help="the run's mutants folder (all its mutants and diffs)")
+    parser.add_argument("--run-mutants", type=Path, help="the run's mutants folder (all its mutants)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     store = EvidenceStore(args.evidence).open()
@@ -179,10 +194,13 @@ def main() -> None:
             store = plain
         before = by_group(store.parts)
         visit = table.sort_by([(n, "ascending") for n in VISIT])
-        distinct_files, same = distinct(table.sort_by([(n, "ascending") for n in KEY_COLUMNS]))
+        ordered = table.sort_by([(n, "ascending") for n in KEY_COLUMNS])
+        distinct_files, same = distinct(ordered)
         after = by_group(packed_files(table, Path(tmp) / "packed", store.meta))
+        zstd = packed.write(packed.encode(ordered), Path(tmp) / "zstd", {}, codec=("zstd", 19))
         steps = {"as written": sum(before.values()), "zstd 19 + split": len(write(table)),
                  "input order": len(write(visit)), "distinct evidence": sum(map(len, distinct_files)),
+                 "packed v1": PACKED_V1["bytes_per_row"] * rows, "packed, zstd 19": sum(by_group(list(zstd.values())).values()),
                  "packed": sum(after.values())}
         samples = {}
         for m in (4, 8, 12, 16):
@@ -193,10 +211,11 @@ def main() -> None:
     print(f"{'step':<22} {'bytes/row':>10} {'ratio':>7}")
     for name, size in steps.items():
         print(f"{name:<22} {size / rows:>10.1f} {size / steps['as written']:>7.3f}")
-    print(f"\n{'column group':<16} {'as written':>11} {'packed':>8}   (bytes/row)")
+    print(f"\n{'column group':<16} {'as written':>11} {'packed v1':>10} {'packed':>8}   (bytes/row)")
     for name in ROW_GROUPS:
-        print(f"{name:<16} {before[name] / rows:>11.1f} {after[name] / rows:>8.1f}")
-    print(f"{'total':<16} {sum(before.values()) / rows:>11.1f} {sum(after.values()) / rows:>8.1f}")
+        print(f"{name:<16} {before[name] / rows:>11.1f} {PACKED_V1['by_group'][name]:>10.1f} {after[name] / rows:>8.1f}")
+    print(f"{'total':<16} {sum(before.values()) / rows:>11.1f} {PACKED_V1['bytes_per_row']:>10.1f} "
+          f"{sum(after.values()) / rows:>8.1f}")
     print(f"\n{'first m mutants':<16} {'rows':>7} {'MiB':>7} {'bytes/row':>10} {'per added row':>14}")
     previous = None
     for m, s in samples.items():
@@ -206,11 +225,15 @@ def main() -> None:
     (a, sa), (b, sb) = list(samples.items())[-2:]
     marginal = (sb["bytes"] - sa["bytes"]) / (sb["rows"] - sa["rows"])
     evidence = sb["bytes"] + (FULL_ROWS - sb["rows"]) * marginal
+    at_target = {"marginal": sb["bytes"] + (TARGET_ROWS - sb["rows"]) * marginal,
+                 "average": TARGET_ROWS * sb["bytes"] / sb["rows"]}
     folder = mutants_folder(args.mutants, args.run_mutants)
     provenance = (args.evidence.parent / "provenance.json").stat().st_size if (args.evidence.parent / "provenance.json").is_file() else 0
     total = evidence + folder["complete"]["bytes"] + provenance
     print(f"\ncomplete dataset: {FULL_ROWS} rows; packed evidence ≈ {evidence / MiB:.1f} MiB ({evidence / FULL_ROWS:.1f} "
           f"bytes/row: m={b} plus {marginal:.1f} bytes per further row, the m={a}→{b} rate)")
+    print(f"{TARGET_ROWS} rows: packed evidence ≈ {at_target['marginal'] / MiB:.1f} MiB at that rate, "
+          f"{at_target['average'] / MiB:.1f} MiB at the bundle's {sb['bytes'] / sb['rows']:.1f} bytes/row")
     print(f"mutants folder of the complete dataset ({folder['complete']['how']}): {folder['complete']['bytes'] / MiB:.1f} "
           f"MiB ({folder['complete']['blocks_4k'] / MiB:.1f} MiB in 4 KiB blocks)")
     print(f"complete bundle ≈ {total / MiB:.1f} MiB (target 40 MiB: the evidence may take "
@@ -220,11 +243,13 @@ def main() -> None:
         args.out.write_text(json.dumps({
             "evidence": str(args.evidence), "rows": rows, "mutant_rows_with_the_originals_evidence": same,
             "bytes_per_row": {k: round(v / rows, 1) for k, v in steps.items()},
-            "by_group_bytes_per_row": {g: {"as written": round(before[g] / rows, 1), "packed": round(after[g] / rows, 1)}
-                                       for g in ROW_GROUPS},
+            "by_group_bytes_per_row": {g: {"as written": round(before[g] / rows, 1), "packed v1": PACKED_V1["by_group"][g],
+                                           "packed": round(after[g] / rows, 1)} for g in ROW_GROUPS},
             "samples": {str(m): s for m, s in samples.items()},
             "complete": {"rows": FULL_ROWS, "evidence_mib": round(evidence / MiB, 1),
-                         "evidence_bytes_per_row": round(evidence / FULL_ROWS, 1), "mutants_folder": folder["complete"],
+                         "evidence_bytes_per_row": round(evidence / FULL_ROWS, 1),
+                         f"evidence_mib_at_{TARGET_ROWS}_rows": {k: round(v / MiB, 1) for k, v in at_target.items()},
+                         "mutants_folder": folder["complete"],
                          "bundle_mib": round(total / MiB, 1)}}, indent=1) + "\n")
 
 

@@ -4,8 +4,8 @@
     python kill_matrix/bundle.py --rescore     # only the scores in provenance.json, after scoring changed
 
 Writes, replacing what is here:
-    evidence/            the store's rows as a packed store (contract in oracleaudit/packed.py: about half the
-                         bytes of a store's parts, read as the same rows), less the rows of mutants that the
+    evidence/            the store's rows as a packed store (contract in oracleaudit/packed.py: about a third
+                         of the bytes of a store's parts, read as the same rows), less the rows of mutants that the
                          mutants file does not list (counted in provenance)
     mutants/mutants.jsonl.gz  the lines of the run's mutants.jsonl whose mutants have rows in the store,
                          gzip-compressed (every reader of a mutants folder takes it; a sixteenth of the bytes)

@@ -1,45 +1,79 @@
-"""The packed layout of an evidence store: the same rows as its Parquet parts in about half the bytes, for a
-store that is shipped rather than appended to (the bundled kill_matrix/evidence). `EvidenceStore.pack`
+"""The packed layout of an evidence store: the same rows as its Parquet parts in about a third of the bytes,
+for a store that is shipped rather than appended to (the bundled kill_matrix/evidence). `EvidenceStore.pack`
 writes it and `EvidenceStore.read_table` reads it back (store.py): the same rows, values (every bit) and
 dtypes as the store it was packed from, in key order. This module is the codec between observation rows and
-the three packed tables; store.py owns the folder and its manifest.
+the packed tables; store.py owns the folder and its manifest.
 
-Folder contract (`PACKED_VERSION` 1)
+Folder contract (`PACKED_VERSION` 2)
 
     EVIDENCE/
-      manifest.json              schema_version (of the rows, as in store.py), layout "packed",
-                                 packed_version, meta, files: {rows|evidence|points: {file, rows, sha256}}
+      manifest.json              schema_version (of the rows, as in store.py), layout "packed", packed_version,
+                                 meta, files: {rows|evidence|values|points|linked: {file, rows, sha256}}
       packed/rows.parquet        one row per observation, in key order
       packed/evidence.parquet    one row per distinct evidence (of either prefix)
-      packed/points.parquet      one row per hull point of the evidence rows, in their order
+      packed/values.parquet      one row per group (below): the hull_r values of its hulls
+      packed/points.parquet      one row per hull point of the evidence without a partner, in evidence order
+      packed/linked.parquet      one row per hull point of the evidence with a partner, in evidence order
 
 Each file carries `oracleaudit.packed_version` and `oracleaudit.schema_version` in its Parquet metadata, and
-is written with zstd level 19, byte-stream-split numbers, dictionary-encoded strings and one row group:
-byte-identical for the same rows with the same pyarrow.
+is written with brotli level 11, one row group, data pages up to 1 GiB, dictionary-encoded strings, plain
+time_ms, n, out_shape, ref_shape, l2_ref_bits and max_rel_xor, the other numbers byte-stream-split: the same
+bytes for the same rows with the same pyarrow. Files and manifests of another packed_version are refused,
+version 1 (131.5 bytes a row on the bundle; 88.6 in version 2) too: merge it into a plain store with the
+oracleaudit that wrote it, and pack that.
 
 rows.parquet      every observation column that is not an evidence column (`fp32_*`, `fp64_*`), with its
                   type, plus `fp32_evidence` and `fp64_evidence` (int32): the evidence.parquet row holding
                   that prefix's evidence columns; null where all of them are null.
 evidence.parquet  the fields of `evidence.arrow_fields` without a prefix, one row for each distinct evidence
                   (equal bits and nulls; both prefixes share the table), in order of first use when the rows
-                  are visited prefix by prefix, each in key order (problem, mutant_id, input_id, output_index).
-                  Stored as they are, except
-    hull_r, hull_d   `hull_points` (int32: the length of both lists; null where both are null) and the
-                     points in points.parquet
-    within_<t>       neighbour differences: n − within(largest t), then within(next larger t) − within(t);
-                     a null operand counts as 0; null where the count is null
+                  are visited prefix by prefix, fp64_ first, each in key order (problem, mutant_id, input_id,
+                  output_index); and
+    partner (int32)  for an evidence first used under fp32_ by a row with fp64_ evidence: that evidence (the
+                     same output against the fp64 reference; partners have none), else null
+    group (int32)    without a partner: the values.parquet row of its hull_r values, one per (problem,
+                     input_id, output_index) of the rows that first use such evidence, in that order; else null
+                  The fields are stored as they are, except
+    hull_r, hull_d   `hull_points` (int64: the length of both lists; null where both are null) and the points
+                     in points.parquet or linked.parquet
+    within_<t>       `within` (list<int64>, one item per t, largest t first): n − within(largest t), then
+                     within(next larger t) − within(t); a null operand counts as 0; an item is null where its
+                     count is
+    l2_diff, l2_ref, cosine, rel_l1
+                     `<name>_bits` (int64): the value's bits (null where null)
     rmse, max_abs, max_rel
-                     `<name>_xor` (int64): the value's bits XOR those of a prediction (0 where exact, null
-                     where the value is null). Predictions: l2_diff / √(n − n_nan_out − n_nan_ref − n_nan_both
-                     − n_inf_mismatch − n_inf_equal) (0 where that count is not positive), max hull_d, and max
-                     hull_d / hull_r over the points with hull_r > 0 (0 for none); a null operand counts as 0
-points.parquet    r (float64: the hull_r value), q (float32) and d_xor (int64): hull_d is |r − q| computed in
-                  float64 when compare_dtype is "float64" (q is then the float32 output value relative to the
-                  reference's sign, since |out − ref| = | |ref| − out·sign(ref) |), else q itself; its bits
-                  XOR d_xor.
+                     `<name>_xor` (int64): the value's bits XOR those of a prediction (0 where exact, null where
+                     the value is null). Predictions: l2_diff / √(n − n_nan_out − n_nan_ref − n_nan_both
+                     − n_inf_mismatch − n_inf_equal) (0 where that count is not positive), the largest e and
+                     e / r (0 where r ≤ 0) over the hull's points (0 for none; NaN wins), e = |r − q| in float64
+                  and with a partner, the int64 values of `<name>_bits`, hull_points, n_unequal, n_nan_out,
+                  n_inf_mismatch and of the items of `within` are stored as the zigzag (0, −1, 1, −2, … as 0, 1,
+                  2, 3, …) of themselves minus the partner's (wrapping; a null partner value counts as 0).
+values.parquet    r (list<int64>): the distinct bits of the hull_r values of the group's points in points.parquet,
+                  ascending as int64, each as the difference from the one before (the first from 0; wrapping).
+points.parquet    per hull point (r, d) of an evidence without a partner:
+    r_step (int32)   the index of r's bits in its group's list, minus that of the point before in the hull (the
+                     first point: the index)
+    q, q_step        q, the output value relative to the reference's sign (|out − ref| = | |ref| − out·sign(ref) |),
+                     as float32: r − d rounded to float32 if D(r, q) gives d's bits back, else r + d rounded;
+                     D(r, q) = |r − q| in float64 where compare_dtype is "float64", else |float32(r) − q| in
+                     float32. `q_step` (int32) holds the zigzag of q's bits minus those of r rounded to float32
+                     (both as int32) where that is within ±2**22, else `q` (float32) holds q; the other is null.
+    d_xor (int64)    d's bits XOR those of D(r, q)
+linked.parquet    per hull point (r, d) of an evidence with a partner:
+    link (int32)     1 + the zigzag of the place in the partner's hull of the point linked to minus this
+                     point's place in its own hull (the point linked to is the encoder's choice: the
+                     partner point whose q gives d back by this evidence's D, with the float32 bits of its r
+                     nearest to those of r, the first of equals, where r is a float32 value and the two hulls
+                     make at most 2**16 point pairs), 0 for none
+    r (float64)      r, null where linked
+    r_diff (int64)   where linked: the zigzag of r's float32 bits minus those of the partner point's r rounded
+                     to float32 (both as int32; r is that float32 value); else null
+    q, q_step        as in points.parquet where not linked; both null where linked: q is the partner point's q
+    d_xor (int64)    as in points.parquet
 Every transform keeps every bit: a value is either stored or predicted with the difference stored. A store
-whose hull_r and hull_d differ in length or nullness, or hold a null point, is refused (`encode`).
-bench/store_size.py measures what this saves on the bundle.
+whose hull_r and hull_d differ in length or nullness, or hold a null point, is refused (`encode`). What each
+transform saves on the bundle: bench/store_size.py and bench/results/store_size.json.
 """
 
 from __future__ import annotations
@@ -59,15 +93,23 @@ from oracleaudit.evidence import arrow_fields
 __all__ = ["FILES", "PACKED_DIR", "PACKED_VERSION", "PACKED_VERSION_KEY", "PREFIXES", "decode", "encode",
            "evidence_column", "load", "write"]
 
-PACKED_VERSION = 1
+PACKED_VERSION = 2
 PACKED_VERSION_KEY = b"oracleaudit.packed_version"
 PACKED_DIR = "packed"
-FILES = ("rows", "evidence", "points")
+FILES = ("rows", "evidence", "values", "points", "linked")
 PREFIXES = ("fp32_", "fp64_")
+_PASSES = ("fp64_", "fp32_")  # evidence ids in order of first use, the fp64 prefix's first
 _FIELDS = {f.name: f.type for f in arrow_fields("")}
 _WITHIN = sorted((n for n in _FIELDS if n.startswith("within_")), key=lambda n: -float(n[len("within_"):]))
 _PREDICTED = ("rmse", "max_abs", "max_rel")
+_BITS = ("l2_diff", "l2_ref", "cosine", "rel_l1")
 _NOT_FINITE = ("n_nan_out", "n_nan_ref", "n_nan_both", "n_inf_mismatch", "n_inf_equal")
+_PARTNERED = (*(n + "_bits" for n in _BITS), "hull_points", "n_unequal", "n_nan_out", "n_inf_mismatch")
+_PLAIN = ("time_ms", "n", "out_shape", "ref_shape", "l2_ref_bits", "max_rel_xor")  # the rest byte-stream-split
+_NEAR = 1 << 22  # q within this many float32 steps of r is stored as the step (measured: 2**16 to 2**24 alike)
+_PAIRS = 1 << 16  # the most point pairs of two hulls that `_links` compares (hulls of 256 points: all)
+_CHUNK = 1 << 22  # point pairs compared at once
+_GROUP = ("problem", "input_id", "output_index")
 _VISIT = [("problem", "ascending"), ("mutant_id", "ascending"), ("input_id", "ascending"),
           ("output_index", "ascending")]  # the key's order (store.KEY_COLUMNS): 3% fewer bytes than by input first
 
@@ -101,6 +143,15 @@ def _floats(bits: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(bits, dtype=np.int64).view(np.float64)
 
 
+def _zig(values: np.ndarray) -> np.ndarray:
+    """Zigzag: 0, -1, 1, -2, ... as 0, 1, 2, 3, ... (int64, wrapping)."""
+    return (values << 1) ^ (values >> 63)
+
+
+def _unzig(values: np.ndarray) -> np.ndarray:
+    return (values.view(np.uint64) >> np.uint64(1)).view(np.int64) ^ -(values & 1)
+
+
 def _dense(values: np.ndarray) -> np.ndarray:
     """Codes 0..k-1 in order of first appearance."""
     return pd.factorize(values)[0].astype(np.int64)
@@ -115,23 +166,34 @@ def _offsets(lengths: np.ndarray) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
 
 
-def _per_list(values: np.ndarray, offsets: np.ndarray, empty: float) -> np.ndarray:
-    """The maximum of each list's values; `empty` for an empty list."""
-    out = np.full(len(offsets) - 1, empty, dtype=np.float64)
-    starts = offsets[:-1]
-    nonempty = offsets[1:] > starts
+def _per_list(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The maximum of each list's values; 0 for an empty list."""
+    out = np.zeros(len(offsets) - 1, dtype=np.float64)
+    nonempty = offsets[1:] > offsets[:-1]
     if nonempty.any():
-        out[nonempty] = np.maximum.reduceat(values, starts[nonempty])
+        out[nonempty] = np.maximum.reduceat(values, offsets[:-1][nonempty])
     return out
 
 
-def _d_from(r: np.ndarray, q: np.ndarray, wide: np.ndarray) -> np.ndarray:
-    """hull_d's prediction from (r, q): |r − q| in float64 where `wide`, else q."""
+def _f32(r: np.ndarray) -> np.ndarray:
+    """The bits of r rounded to float32, as int64."""
     with np.errstate(all="ignore"):
-        return np.where(wide, np.abs(r - q.astype(np.float64)), q.astype(np.float64))
+        return r.astype(np.float32).view(np.int32).astype(np.int64)
 
 
-def _predict(name: str, ev: Mapping[str, Any], r: np.ndarray | None, d: np.ndarray | None,
+def _far(r: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """|r − q| in float64."""
+    with np.errstate(all="ignore"):
+        return np.abs(r - q.astype(np.float64))
+
+
+def _d_from(r: np.ndarray, q: np.ndarray, wide: np.ndarray) -> np.ndarray:
+    """hull_d's prediction from (r, q): |r − q| in float64 where `wide`, else in float32."""
+    with np.errstate(all="ignore"):
+        return np.where(wide, _far(r, q), np.abs(r.astype(np.float32) - q).astype(np.float64))
+
+
+def _predict(name: str, ev: Mapping[str, Any], r: np.ndarray | None, e: np.ndarray | None,
              offsets: np.ndarray | None) -> np.ndarray:
     """The prediction of rmse, max_abs or max_rel per evidence row (see the module docstring)."""
     if name == "rmse":
@@ -139,9 +201,17 @@ def _predict(name: str, ev: Mapping[str, Any], r: np.ndarray | None, d: np.ndarr
         with np.errstate(all="ignore"):
             return np.where(finite > 0, _num(ev["l2_diff"], np.float64) / np.sqrt(np.maximum(finite, 1)), 0.0)
     if name == "max_abs":
-        return _per_list(d, offsets, 0.0)
+        return _per_list(e, offsets)
     with np.errstate(all="ignore"):
-        return _per_list(np.where(r > 0, d / np.where(r > 0, r, 1.0), 0.0), offsets, 0.0)
+        return _per_list(np.where(r > 0, e / np.where(r > 0, r, 1.0), 0.0), offsets)
+
+
+def _combine(codes: Sequence[np.ndarray]) -> np.ndarray:
+    """Dense codes of tuples of non-negative integer codes."""
+    out = np.zeros(len(codes[0]) if codes else 0, dtype=np.int64)
+    for code in codes:
+        out = _dense(out * (int(code.max(initial=0)) + 1) + code)  # both factors ≤ rows: no overflow
+    return out
 
 
 # ---- encoding -------------------------------------------------------------------------------------------
@@ -167,27 +237,25 @@ def _codes(column: pa.Array) -> np.ndarray:
     return value * 2 + valid
 
 
-def _distinct(table: pa.Table) -> tuple[pa.Table, dict[str, np.ndarray]]:
-    """The distinct evidence (first use first) and, per prefix, each row's evidence id (-1: all null)."""
+def _distinct(table: pa.Table) -> tuple[pa.Table, dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """The distinct evidence (first use first), per prefix each row's evidence id (-1: all null), and per
+    evidence its first use: the row and the pass (0: fp64_, 1: fp32_)."""
     order = pc.sort_indices(table, sort_keys=_VISIT).to_numpy()
     schema = pa.schema([pa.field(name, kind) for name, kind in _FIELDS.items()])  # list items named as arrow_fields
     both = pa.concat_tables([table.select([p + n for n in _FIELDS]).rename_columns(list(_FIELDS)).cast(schema).take(order)
-                             for p in PREFIXES]).combine_chunks()
-    code = np.zeros(both.num_rows, dtype=np.int64)
+                             for p in _PASSES]).combine_chunks()
     present = np.zeros(both.num_rows, dtype=bool)
     for name in _FIELDS:
-        column = _one(both.column(name))
-        present |= _num(column.is_valid(), bool)
-        codes = _codes(column)
-        code = _dense(code * (int(codes.max(initial=0)) + 1) + codes)  # both factors < 2·rows + 2: no overflow
+        present |= _num(both.column(name).is_valid(), bool)
+    code = _combine([_codes(_one(both.column(name))) for name in _FIELDS])
     ids = np.full(both.num_rows, -1, dtype=np.int64)
     ids[present] = _dense(code[present])
     _, first = np.unique(ids[present], return_index=True)
     n = table.num_rows
-    back = np.empty(n, dtype=np.int64)
-    back[order] = np.arange(n)
-    return (both.take(pa.array(np.flatnonzero(present)[first], type=pa.int64())),
-            {p: ids[i * n:(i + 1) * n][back] for i, p in enumerate(PREFIXES)})
+    back = np.argsort(order)  # the inverse permutation
+    at = np.flatnonzero(present)[first]
+    return (both.take(pa.array(at, type=pa.int64())), {p: ids[i * n:(i + 1) * n][back] for i, p in enumerate(_PASSES)},
+            order[at % max(n, 1)], at // max(n, 1))
 
 
 def _hull(ev: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -202,97 +270,261 @@ def _hull(ev: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     return flat[0], flat[1], lengths, _offsets(lengths)
 
 
-def _encode_evidence(ev: pa.Table) -> tuple[pa.Table, pa.Table]:
-    r, d, lengths, offsets = _hull(ev)
-    wide = np.repeat(_num(pc.equal(ev.column("compare_dtype"), "float64"), bool), lengths)
+def _choose_q(r: np.ndarray, d: np.ndarray, wide: np.ndarray) -> np.ndarray:
+    """q (float32, the output relative to the reference's sign): r − d or r + d rounded to float32, the first
+    from which `_d_from` gives d back."""
     with np.errstate(all="ignore"):
         low, high = (r - d).astype(np.float32), (r + d).astype(np.float32)
-        q = np.where(wide, np.where(np.abs(r - low.astype(np.float64)) == d, low, high), d.astype(np.float32))
-    points = pa.table({"r": r, "q": q, "d_xor": _bits(d) ^ _bits(_d_from(r, q, wide))})
+    return np.where(_bits(_d_from(r, low, wide)) == _bits(d), low, high)
+
+
+def _dictionary(r: np.ndarray, group: np.ndarray, groups: int) -> tuple[pa.Array, np.ndarray]:
+    """Each group's distinct r bits, ascending (as the steps from the one before, the first from 0), and
+    each point's index in its group's list."""
+    bits = _bits(r)
+    order = np.lexsort((bits, group))
+    g, b = group[order], bits[order]
+    new = np.ones(len(b), dtype=bool)
+    new[1:] = (g[1:] != g[:-1]) | (b[1:] != b[:-1])
+    entry = np.cumsum(new) - 1
+    index = np.empty(len(b), dtype=np.int64)
+    starts = _offsets(np.bincount(g[new], minlength=groups))
+    index[order] = entry - starts[g]
+    eg, eb = g[new], b[new]
+    steps = eb.copy()
+    steps[1:] -= np.where(eg[1:] == eg[:-1], eb[:-1], 0)
+    return pa.ListArray.from_arrays(pa.array(starts.astype(np.int32)), pa.array(steps, type=pa.int64())), index
+
+
+def _in_hull_steps(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Each value minus the one before it in its list (the first of a list: itself)."""
+    out = values.copy()
+    out[1:] -= values[:-1]
+    starts = offsets[:-1][offsets[1:] > offsets[:-1]]
+    out[starts] = values[starts]
+    return out
+
+
+def _links(r: np.ndarray, d: np.ndarray, q: np.ndarray, wide: np.ndarray, lengths: np.ndarray,
+           partner: np.ndarray) -> np.ndarray:
+    """For each hull point (flat r, d, q, wide) of an evidence with a partner: the flat index of the partner's
+    point whose q gives its d back (`_d_from`, in its own evidence's arithmetic) and whose r rounded to float32
+    is nearest to its r as bits (the first of equals); -1 for none, or where the two hulls make more than
+    `_PAIRS` point pairs."""
+    offsets = _offsets(lengths)
+    row = np.repeat(np.arange(len(lengths)), lengths)
+    link = np.full(len(r), -1, dtype=np.int64)
+    mate = partner[row]
+    with np.errstate(all="ignore"):
+        single = _bits(r) == _bits(r.astype(np.float32).astype(np.float64))
+    points = np.flatnonzero((mate >= 0) & single & (lengths[row] * lengths[np.maximum(mate, 0)] <= _PAIRS))
+    pairs = _offsets(lengths[mate[points]])
+    bounds = [*(np.searchsorted(pairs, np.arange(0, pairs[-1], _CHUNK), side="right") - 1), len(points)]
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        chunk = points[start:stop]
+        sizes = lengths[mate[chunk]]
+        own = np.repeat(chunk, sizes)
+        other = _ranges(offsets[mate[chunk]], sizes)
+        found = _bits(_d_from(r[own], q[other], wide[own])) == _bits(d[own])
+        own, other = own[found], other[found]
+        order = np.lexsort((other, np.abs(_f32(r[own]) - _f32(r[other])), own))
+        own, other = own[order], other[order]
+        first = np.unique(own, return_index=True)[1]  # own is sorted: its first point pair
+        link[own[first]] = other[first]
+    return link
+
+
+def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The indices start, start + 1, ... of each (start, length), concatenated."""
+    return np.repeat(starts - _offsets(lengths)[:-1], lengths) + np.arange(int(lengths.sum()))
+
+
+def _q_columns(q: np.ndarray, r: np.ndarray, stored: np.ndarray) -> dict[str, pa.Array]:
+    """q of the `stored` points as `q_step` where within ±`_NEAR`, else as `q`; both null elsewhere."""
+    step = q.view(np.int32) - _f32(r)
+    near = np.abs(step) < _NEAR
+    return {"q": pa.array(q, mask=~stored | near), "q_step": pa.array(_zig(step).astype(np.int32), mask=~stored | ~near)}
+
+
+def _q_from(points: pa.Table, r: np.ndarray, otherwise: np.ndarray) -> np.ndarray:
+    """q from `_q_columns`; `otherwise` where neither column holds it."""
+    step, stored = points.column("q_step"), points.column("q")
+    near = (_f32(r) + _unzig(_num(step, np.int64))).astype(np.int32).view(np.float32)
+    far = np.where(_num(stored.is_valid(), bool), _num(stored, np.float32), otherwise)
+    return np.where(_num(step.is_valid(), bool), near, far)
+
+
+def _encode_hull(ev: pa.Table, hull: tuple[np.ndarray, ...], partner: np.ndarray,
+                 group: np.ndarray) -> tuple[dict[str, pa.Table], np.ndarray]:
+    """The values, points and linked tables of the hulls (r, d, lengths, offsets) and each point's q."""
+    r, d, lengths, offsets = hull
+    row = np.repeat(np.arange(ev.num_rows), lengths)
+    wide = np.repeat(_num(pc.equal(ev.column("compare_dtype"), "float64"), bool), lengths)
+    q = _choose_q(r, d, wide)
+    own, on = np.repeat(partner < 0, lengths), np.repeat(partner >= 0, lengths)
+    values, index = _dictionary(r[own], group[row[own]], int(group.max(initial=-1)) + 1)
+    points = pa.table({"r_step": _in_hull_steps(index, _offsets(lengths[partner < 0])).astype(np.int32),
+                       **_q_columns(q[own], r[own], np.ones(own.sum(), dtype=bool)),
+                       "d_xor": _bits(d[own]) ^ _bits(_d_from(r[own], q[own], wide[own]))})
+    at = _links(r, d, q, wide, lengths, partner)[on]
+    linked = at >= 0
+    at = np.where(linked, at, 0)
+    lr, lq = r[on], np.where(linked, q[at], q[on])
+    place = np.flatnonzero(on) - offsets[row[on]]
+    links = pa.table({"link": pa.array(np.where(linked, _zig(at - offsets[row[at]] - place) + 1, 0), type=pa.int32()),
+                      "r": pa.array(lr, mask=linked), "r_diff": pa.array(_zig(_f32(lr) - _f32(r[at])), mask=~linked),
+                      **_q_columns(lq, lr, ~linked), "d_xor": _bits(d[on]) ^ _bits(_d_from(lr, lq, wide[on]))})
+    q[on] = lq
+    return {"values": pa.table({"r": values}), "points": points, "linked": links}, q
+
+
+def _encode_evidence(ev: pa.Table, partner: np.ndarray, group: np.ndarray) -> dict[str, pa.Table]:
+    r, _, lengths, offsets = hull = _hull(ev)
+    hulls, q = _encode_hull(ev, hull, partner, group)
     stored = {f: _one(ev.column(f)) for f in _FIELDS}
     columns: dict[str, pa.Array] = {}
     for name, column in stored.items():
         if name == "hull_r":
-            columns["hull_points"] = _nullable(lengths.astype(np.int32), column)
-        elif name == "hull_d":
-            continue
+            columns["hull_points"] = _nullable(lengths, column)
         elif name in _PREDICTED:
-            columns[name + "_xor"] = _nullable(_bits(_num(column, np.float64)) ^ _bits(_predict(name, stored, r, d, offsets)),
-                                               column)
-        elif name in _WITHIN:
-            index = _WITHIN.index(name)
-            above = stored["n" if index == 0 else _WITHIN[index - 1]]
-            columns[name] = _nullable(_num(above, np.int64) - _num(column, np.int64), column)
-        else:
+            prediction = _predict(name, stored, r, _far(r, q), offsets)
+            columns[name + "_xor"] = _nullable(_bits(_num(column, np.float64)) ^ _bits(prediction), column)
+        elif name in _BITS:
+            columns[name + "_bits"] = _nullable(_bits(_num(column, np.float64)), column)
+        elif name not in (*_WITHIN, "hull_d"):
             columns[name] = column
-    return pa.table(columns), points
+    has = partner >= 0
+    counts = [stored[name] for name in _WITHIN]
+    valid = np.stack([_num(count.is_valid(), bool) for count in counts], 1)
+    steps = np.stack([_num(above, np.int64) - _num(count, np.int64) for above, count in zip([stored["n"], *counts], counts)], 1)
+    steps[~valid] = 0  # as read back
+    steps[has] = _zig(steps[has] - steps[partner[has]])
+    columns["within"] = pa.ListArray.from_arrays(pa.array(np.arange(0, steps.size + 1, len(_WITHIN), dtype=np.int32)),
+                                                 pa.array(steps.reshape(-1), mask=~valid.reshape(-1)))
+    for name in _PARTNERED:
+        values = _num(columns[name], np.int64).copy()
+        values[has] = _zig(values[has] - values[partner[has]])
+        columns[name] = _nullable(values, columns[name])
+    columns["partner"] = pa.array(partner, type=pa.int32(), mask=~has)
+    columns["group"] = pa.array(group, type=pa.int32(), mask=has)
+    return {"evidence": pa.table(columns), **hulls}
 
 
 def encode(table: pa.Table) -> dict[str, pa.Table]:
-    """The packed tables {rows, evidence, points} of observation rows with unique keys (rows.parquet keeps
-    the table's row order: sort it by key first)."""
+    """The packed tables (`FILES`) of observation rows with unique keys (rows.parquet keeps the table's row
+    order: sort it by key first)."""
     missing = [p + n for p in PREFIXES for n in _FIELDS if p + n not in table.column_names]
     if missing:
         raise OracleAuditError(f"cannot pack rows without every evidence column (missing {', '.join(missing[:3])})")
-    evidence, ids = _distinct(table)
+    evidence, ids, first_row, first_pass = _distinct(table)
     rows = table.drop_columns([p + n for p in PREFIXES for n in _FIELDS])
     for p in PREFIXES:
         rows = rows.append_column(p + "evidence", pa.array(ids[p], type=pa.int32(), mask=ids[p] < 0))
-    evidence, points = _encode_evidence(evidence)
-    return {"rows": rows.combine_chunks(), "evidence": evidence.combine_chunks(), "points": points}
+    partner = np.where(first_pass == 1, ids["fp64_"][first_row], -1)
+    key = _combine([_codes(_one(table.column(name))) for name in _GROUP])[first_row]
+    group = np.full(len(partner), -1, dtype=np.int64)
+    group[partner < 0] = _dense(key[partner < 0])
+    tables = _encode_evidence(evidence, partner, group)
+    return {"rows": rows.combine_chunks(), **{name: t.combine_chunks() for name, t in tables.items()}}
 
 
 # ---- decoding -------------------------------------------------------------------------------------------
 
 
-def _needs(fields: set[str]) -> tuple[list[str], list[str]]:
-    """The stored columns of evidence.parquet and points.parquet that decoding these fields reads."""
-    evidence: set[str] = set()
-    points: set[str] = set()
+def _needs(fields: set[str]) -> tuple[list[str], bool]:
+    """The stored columns of evidence.parquet that decoding these fields reads, and whether it reads the hulls."""
+    evidence: set[str] = {"partner"}
+    hull = False
     for name in fields:
         if name in _WITHIN:
-            evidence |= {"n", *_WITHIN[:_WITHIN.index(name) + 1]}
+            evidence |= {"n", "within"}
         elif name == "rmse":
-            evidence |= {"rmse_xor", "l2_diff", "n", *_NOT_FINITE}
+            evidence |= {"rmse_xor", "l2_diff_bits", "n", *_NOT_FINITE}
+        elif name in _BITS:
+            evidence.add(name + "_bits")
         elif name in ("hull_r", "hull_d", "max_abs", "max_rel"):
-            evidence.add("hull_points")
-            points.add("r")
-            if name != "hull_r":
-                evidence |= {"compare_dtype", *([name + "_xor"] if name in _PREDICTED else [])}
-                points |= {"q", "d_xor"}
+            evidence |= {"hull_points", "group", "compare_dtype", *([name + "_xor"] if name in _PREDICTED else [])}
+            hull = True
         else:
             evidence.add(name)
-    return sorted(evidence), sorted(points)
+    return sorted(evidence), hull
 
 
-def _decode_evidence(ev: pa.Table, points: pa.Table, fields: set[str]) -> dict[str, pa.Array]:
+def _segment_sums(steps: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The running sums of `steps` within each list (the inverse of `_in_hull_steps`)."""
+    total = np.concatenate([[0], np.cumsum(steps, dtype=np.int64)])
+    return total[1:] - np.repeat(total[offsets[:-1]], np.diff(offsets))
+
+
+def _decode_hull(tables: Mapping[str, pa.Table], lengths: np.ndarray, partner: np.ndarray, group: np.ndarray,
+                 wide: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The hulls' flat r and d (see `_encode_hull`): the points without a partner, then those with one."""
+    offsets = _offsets(lengths)
+    r = np.zeros(offsets[-1], dtype=np.float64)
+    q = np.zeros(offsets[-1], dtype=np.float32)
+    xor = np.zeros(offsets[-1], dtype=np.int64)
+    values = _one(tables["values"].column("r"))
+    starts = _num(values.offsets, np.int64)
+    entries = _segment_sums(_num(values.flatten(), np.int64), starts)
+    rows = np.flatnonzero(partner < 0)
+    at = _ranges(offsets[rows], lengths[rows])
+    points = tables["points"]
+    index = _segment_sums(_num(points.column("r_step"), np.int64), _offsets(lengths[rows]))
+    r[at] = _floats(entries[starts[np.repeat(group[rows], lengths[rows])] + index])
+    q[at] = _q_from(points, r[at], q[at])
+    xor[at] = _num(points.column("d_xor"), np.int64)
+    rows = np.flatnonzero(partner >= 0)
+    at = _ranges(offsets[rows], lengths[rows])
+    linked = tables["linked"]
+    link = _num(linked.column("link"), np.int64)
+    mate = np.where(link > 0, np.repeat(offsets[partner[rows]] - offsets[rows], lengths[rows]) + at + _unzig(link - 1), 0)
+    single = (_f32(r[mate]) + _unzig(_num(linked.column("r_diff"), np.int64))).astype(np.int32).view(np.float32)
+    r[at] = np.where(link > 0, single, _num(linked.column("r"), np.float64))
+    q[at] = _q_from(linked, r[at], q[mate])
+    xor[at] = _num(linked.column("d_xor"), np.int64)
+    return r, q, _floats(_bits(_d_from(r, q, np.repeat(wide, lengths))) ^ xor)
+
+
+def _decode_evidence(ev: pa.Table, hulls: Mapping[str, pa.Table] | None, fields: set[str]) -> dict[str, pa.Array]:
     stored = {name: _one(ev.column(name)) for name in ev.column_names}
+    partner = np.where(_num(stored["partner"].is_valid(), bool), _num(stored["partner"], np.int64), -1)
+    has = partner >= 0
+    for name in _PARTNERED:
+        if name in stored:
+            values = _num(stored[name], np.int64).copy()
+            values[has] = values[partner[has]] + _unzig(values[has])
+            stored[name] = _nullable(values, stored[name])
+    for name in _BITS:
+        if name + "_bits" in stored:
+            stored[name] = _nullable(_floats(_num(stored[name + "_bits"], np.int64)), stored[name + "_bits"])
     out: dict[str, pa.Array] = {}
-    if "hull_points" in stored:
+    if hulls is not None:
         lengths = _num(stored["hull_points"], np.int64)
+        group = _num(stored["group"], np.int64)
+        wide = _num(pc.equal(stored["compare_dtype"], "float64"), bool)
+        r, q, d = _decode_hull(hulls, lengths, partner, group, wide)
         offsets = pa.array(_offsets(lengths).astype(np.int32))
-        r = _num(points.column("r"), np.float64)
-        out["hull_r"] = pa.ListArray.from_arrays(offsets, pa.array(r), mask=stored["hull_points"].is_null())
-        if "q" in points.column_names:
-            wide = np.repeat(_num(pc.equal(stored["compare_dtype"], "float64"), bool), lengths)
-            d = _floats(_bits(_d_from(r, _num(points.column("q"), np.float32), wide)) ^ _num(points.column("d_xor"), np.int64))
-            out["hull_d"] = pa.ListArray.from_arrays(offsets, pa.array(d), mask=stored["hull_points"].is_null())
-            for name in ("max_abs", "max_rel"):
-                if name + "_xor" in stored:
-                    residual = stored[name + "_xor"]
-                    value = _bits(_predict(name, stored, r, d, _offsets(lengths))) ^ _num(residual, np.int64)
-                    out[name] = _nullable(_floats(value), residual)
+        for name, flat in (("hull_r", r), ("hull_d", d)):
+            out[name] = pa.ListArray.from_arrays(offsets, pa.array(flat), mask=stored["hull_points"].is_null())
+        for name in ("max_abs", "max_rel"):
+            if name + "_xor" in stored:
+                residual = stored[name + "_xor"]
+                value = _bits(_predict(name, stored, r, _far(r, q), _offsets(lengths))) ^ _num(residual, np.int64)
+                out[name] = _nullable(_floats(value), residual)
     if "rmse_xor" in stored:
         residual = stored["rmse_xor"]
         out["rmse"] = _nullable(_floats(_bits(_predict("rmse", stored, None, None, None)) ^ _num(residual, np.int64)),
                                 residual)
-    above = _num(stored["n"], np.int64) if "n" in stored else None
-    for name in _WITHIN:
-        if name not in stored:
-            break
-        value = above - _num(stored[name], np.int64)
-        out[name] = _nullable(value, stored[name])
-        above = np.where(_num(stored[name].is_valid(), bool), value, 0)
+    if "within" in stored:
+        items = stored["within"].flatten()
+        steps = _num(items, np.int64).reshape(-1, len(_WITHIN)).copy()
+        steps[has] = steps[partner[has]] + _unzig(steps[has])
+        valid = _num(items.is_valid(), bool).reshape(-1, len(_WITHIN))
+        above = _num(stored["n"], np.int64)
+        for k, name in enumerate(_WITHIN):
+            value = above - steps[:, k]
+            out[name] = pa.array(value, mask=~valid[:, k])
+            above = np.where(valid[:, k], value, 0)
     return {name: (out[name] if name in out else stored[name]).cast(_FIELDS[name]) for name in fields}
 
 
@@ -301,7 +533,8 @@ def decode(tables: Mapping[str, pa.Table], schema: pa.Schema, columns: Sequence[
     least the columns `load` reads for them."""
     wanted = list(schema.names if columns is None else columns)
     fields = {evidence_column(n)[1] for n in wanted if evidence_column(n)}
-    decoded = _decode_evidence(tables["evidence"], tables["points"], fields) if fields else {}
+    hulls = {name: tables[name] for name in ("values", "points", "linked")} if _needs(fields)[1] else None
+    decoded = _decode_evidence(tables["evidence"], hulls, fields) if fields else {}
     rows = tables["rows"]
     out = []
     for name in wanted:
@@ -313,19 +546,30 @@ def decode(tables: Mapping[str, pa.Table], schema: pa.Schema, columns: Sequence[
 # ---- files ----------------------------------------------------------------------------------------------
 
 
-def write(tables: Mapping[str, pa.Table], folder: Path, metadata: Mapping[bytes, bytes]) -> dict[str, Path]:
-    """Write the packed tables into `folder` (deterministically); returns their paths."""
+def _encodings(schema: pa.Schema) -> tuple[list[str], dict[str, str]]:
+    """The dictionary-encoded columns (strings) and the encoding of each number column (by leaf path)."""
+    dictionary = [f.name for f in schema if pa.types.is_string(f.type)]
+    numbers = {}
+    for f in schema:
+        kind = f.type.value_type if pa.types.is_list(f.type) else f.type
+        if pa.types.is_floating(kind) or pa.types.is_integer(kind):
+            path = f"{f.name}.list.element" if pa.types.is_list(f.type) else f.name
+            numbers[path] = "PLAIN" if f.name in _PLAIN else "BYTE_STREAM_SPLIT"
+    return dictionary, numbers
+
+
+def write(tables: Mapping[str, pa.Table], folder: Path, metadata: Mapping[bytes, bytes],
+          codec: tuple[str, int] = ("brotli", 11)) -> dict[str, Path]:
+    """Write the packed tables into `folder` deterministically (`codec`: another, to measure); their paths."""
     paths = {}
     folder.mkdir(parents=True, exist_ok=True)
     for name in FILES:
         table = tables[name]
-        numbers = [f.name for f in table.schema if not (pa.types.is_string(f.type) or pa.types.is_boolean(f.type))
-                   and not (pa.types.is_list(f.type) and pa.types.is_integer(f.type.value_type))]
-        strings = [f.name for f in table.schema if pa.types.is_string(f.type)]
+        strings, numbers = _encodings(table.schema)
         table = table.replace_schema_metadata({**metadata, PACKED_VERSION_KEY: str(PACKED_VERSION).encode()})
         paths[name] = folder / f"{name}.parquet"
-        pq.write_table(table, paths[name], compression="zstd", compression_level=19, use_dictionary=strings,
-                       use_byte_stream_split=numbers, row_group_size=max(1, table.num_rows))
+        pq.write_table(table, paths[name], compression=codec[0], compression_level=codec[1], use_dictionary=strings,
+                       column_encoding=numbers, row_group_size=max(1, table.num_rows), data_page_size=1 << 30)
     return paths
 
 
@@ -335,7 +579,8 @@ def _read(path: Path, columns: Sequence[str] | None) -> pa.Table:
         version = (handle.schema_arrow.metadata or {}).get(PACKED_VERSION_KEY)
         if version != str(PACKED_VERSION).encode():
             shown = version.decode(errors="replace") if version is not None else None
-            raise OracleAuditError(f"{path}: packed_version must be {PACKED_VERSION}, got {shown!r}")
+            raise OracleAuditError(f"{path}: packed_version {shown!r} is not the one this oracleaudit reads "
+                                   f"({PACKED_VERSION})")
         return handle.read(columns=list(columns) if columns is not None else None)
     except (OSError, pa.ArrowException) as err:
         raise OracleAuditError(f"{path}: cannot be read ({err})") from None
@@ -345,9 +590,10 @@ def load(paths: Mapping[str, Path], schema: pa.Schema, columns: Sequence[str] | 
     """The observation rows (see `decode`) of the packed files at `paths`, reading only what they need."""
     wanted = list(schema.names if columns is None else columns)
     fields = {evidence_column(n)[1] for n in wanted if evidence_column(n)}
-    evidence, points = _needs(fields)
+    evidence, hull = _needs(fields)
     prefixes = sorted({evidence_column(n)[0] for n in wanted if evidence_column(n)})
     rows = [n for n in wanted if evidence_column(n) is None] + [p + "evidence" for p in prefixes]
-    tables = {"rows": _read(paths["rows"], rows), "evidence": _read(paths["evidence"], evidence),
-              "points": _read(paths["points"], points)}
+    tables = {"rows": _read(paths["rows"], rows), "evidence": _read(paths["evidence"], evidence)}
+    if hull:
+        tables.update({name: _read(paths[name], None) for name in ("values", "points", "linked")})
     return decode(tables, schema, wanted)

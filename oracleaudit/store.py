@@ -9,7 +9,7 @@ Folder contract
                                          with schema_version in the Parquet metadata)
 
 A packed store (`EvidenceStore.pack`, `pack_rows`; contract in `packed.py`) holds the same rows in about
-half the bytes, for shipping (the bundled kill_matrix/evidence): its manifest has layout "packed",
+a third of the bytes, for shipping (the bundled kill_matrix/evidence): its manifest has layout "packed",
 packed_version and `files` in place of `parts`, it is read like any other store (the same rows, values and
 dtypes, in key order), and it is read-only. Readers older than the packed layout refuse it (no `parts`).
 
@@ -400,10 +400,13 @@ class EvidenceStore:
     def _check_packed(self, manifest: dict[str, Any]) -> None:
         """Refuse a packed manifest that is malformed, of another version, or whose files changed."""
         where = self.manifest_path
-        if manifest.get("schema_version") != STORE_SCHEMA_VERSION or manifest.get("packed_version") != packed.PACKED_VERSION:
-            raise OracleAuditError(f"{where}: a packed store must have schema_version {STORE_SCHEMA_VERSION} and "
-                                   f"packed_version {packed.PACKED_VERSION}, got {manifest.get('schema_version')!r} and "
-                                   f"{manifest.get('packed_version')!r}")
+        if manifest.get("packed_version") != packed.PACKED_VERSION:
+            raise OracleAuditError(f"{where}: packed_version {manifest.get('packed_version')!r} is not the one this "
+                                   f"oracleaudit reads ({packed.PACKED_VERSION}): merge the store into a plain one with "
+                                   f"the oracleaudit that packed it, then pack that")
+        if manifest.get("schema_version") != STORE_SCHEMA_VERSION:
+            raise OracleAuditError(f"{where}: a packed store must have schema_version {STORE_SCHEMA_VERSION}, got "
+                                   f"{manifest.get('schema_version')!r}")
         files = manifest.get("files")
         if not isinstance(manifest.get("meta"), dict) or not isinstance(files, dict) or sorted(files) != sorted(packed.FILES):
             raise OracleAuditError(f"{where}: a packed store needs a `meta` object and `files` "

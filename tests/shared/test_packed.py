@@ -4,6 +4,7 @@ same bytes, and what a packed store refuses."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import shutil
@@ -13,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from oracleaudit.errors import OracleAuditError
@@ -71,11 +73,11 @@ def test_a_packed_store_reads_back_every_row_bit_for_bit(sample: Path) -> None:
     assert_same_rows(packed.read_table(), plain.read_table())
     assert packed.done_keys() == plain.done_keys()
     manifest = json.loads(packed.manifest_path.read_text())
-    assert manifest["layout"] == "packed" and manifest["packed_version"] == 1 and manifest["schema_version"] == 2
+    assert manifest["layout"] == "packed" and manifest["packed_version"] == 2 and manifest["schema_version"] == 2
     assert sorted(manifest["files"]) == sorted(FILES) and "parts" not in manifest
-    # less than half the bytes of the plain parts
+    # less than 40% of the bytes of the plain parts
     size = sum(p.stat().st_size for p in (sample / "packed" / PACKED_DIR).iterdir())
-    assert size < 0.5 * sum(p.stat().st_size for p in plain.parts)
+    assert size < 0.4 * sum(p.stat().st_size for p in plain.parts)
 
 
 @pytest.mark.parametrize("columns", [["fp32_within_1e-04", "status"], ["fp64_rmse", "fp64_max_rel", "fp32_max_abs"],
@@ -138,6 +140,107 @@ def test_values_no_prediction_reaches_are_kept_to_the_bit(sample: Path, tmp_path
     assert_same_rows(EvidenceStore(store.path).open().read_table(), changed)
 
 
+PAYLOADS = np.array([0x7FF8_0000_DEAD_BEEF, 0xFFF0_0000_0000_0001, 0x7FF0_0000_0000_0001], dtype=np.uint64).view(np.float64)
+ODD_FLOATS = [-0.0, 0.0, math.inf, -math.inf, 5e-324, -5e-324, 1.401298464324817e-45, 3.4028235677973366e38, 1e300,
+              2.0 ** -126, *PAYLOADS]
+
+
+def _both(rows: list[dict]) -> list[dict]:
+    """The rows with evidence under both prefixes (their fp32 evidence has the fp64 one as partner)."""
+    return [row for row in rows if row["fp32_n"] is not None and row["fp64_n"] is not None and row["fp64_hull_r"]]
+
+
+def _odd_hulls(i: int, row: dict) -> None:
+    """NaN payloads, ±0, ±inf, subnormals and float32 overflow in hull points; r not a float32 value, negative r,
+    d far from and near r (q far, q near, q = 0); empty hulls on one side or both."""
+    odd = ODD_FLOATS[i % len(ODD_FLOATS)]
+    r, d = list(row["fp64_hull_r"]), list(row["fp64_hull_d"])
+    row["fp64_hull_r"] = [odd, *r[1:]] if i % 3 else r
+    row["fp64_hull_d"] = [d[0], *(odd if k == 1 else x for k, x in enumerate(d[1:], 1))] if i % 3 == 1 else d
+    if row["fp32_hull_r"]:
+        r32 = list(row["fp32_hull_r"])
+        row["fp32_hull_r"] = [r32[0] * (1 + 2 ** -40), -r32[-1], *r32[1:-1], odd][:len(r32)] if i % 4 == 0 else r32
+        row["fp32_hull_d"] = [x * 3 if i % 4 == 1 else x for x in row["fp32_hull_d"]]
+        if i % 4 == 2:
+            row["fp32_hull_d"] = list(row["fp32_hull_r"])  # an all-zero output: q = 0
+    if i % 11 == 0:
+        row["fp32_hull_r"] = row["fp32_hull_d"] = []
+    if i % 13 == 0:
+        row["fp64_hull_r"] = row["fp64_hull_d"] = []
+
+
+def _odd_statistics(i: int, row: dict) -> None:
+    """Odd floats in the statistics of a row and of its partner, apart or alike."""
+    for k, name in enumerate(("l2_diff", "l2_ref", "cosine", "rel_l1", "rmse", "max_abs", "max_rel", "hull_slack")):
+        odd = ODD_FLOATS[(i + k) % len(ODD_FLOATS)]
+        prefix = ("fp32_", "fp64_", None)[(i + k) % 3]
+        for p in ("fp32_", "fp64_") if prefix is None else (prefix,):
+            row[p + name] = odd
+
+
+def _odd_nulls(i: int, row: dict) -> None:
+    """A count or statistic null on one side of a partner only, or on both; a hull null on one side."""
+    names = ("within_1e-03", "within_1e-07", "within_1e-01", "l2_diff", "n_unequal", "hull_r", "n_nan_out", "cosine")
+    name = names[i % len(names)]
+    for p in (("fp32_",), ("fp64_",), ("fp32_", "fp64_"))[i % 3]:
+        row[p + name] = None
+        if name == "hull_r":
+            row[p + "hull_d"] = None
+
+
+def _odd_integers(i: int, row: dict) -> None:
+    """int64 extremes in the counts a partner predicts (their differences wrap)."""
+    big, small = 2 ** 63 - 1, -2 ** 63
+    row["fp32_n_unequal"], row["fp64_n_unequal"] = (big, small) if i % 2 else (small, big)
+    row["fp32_within_1e-05"], row["fp64_within_1e-05"] = (small, big) if i % 2 else (0, small)
+    row["fp32_n_inf_mismatch"] = big
+
+
+@pytest.mark.parametrize("odd", [_odd_hulls, _odd_statistics, _odd_nulls, _odd_integers])
+def test_every_transform_keeps_odd_values_to_the_bit(sample: Path, tmp_path: Path, odd) -> None:
+    rows = by_key(EvidenceStore(sample / "plain").open().read_table()).to_pylist()
+    chosen = _both(rows)[:300]
+    for i, row in enumerate(chosen):
+        odd(i, row)
+    changed = pa.Table.from_pylist(rows, schema=OBSERVATION_SCHEMA)
+    store = pack_rows(tmp_path / "odd", {"pool": "default"}, changed)
+    assert_same_rows(EvidenceStore(store.path).open().read_table(), changed)
+    for columns in (["fp32_hull_d", "fp32_max_rel"], ["fp32_within_1e-05", "fp64_cosine"], ["fp32_hull_r"]):
+        assert_same_rows(store.read_table(columns=[*KEY_COLUMNS, *columns]), changed.select([*KEY_COLUMNS, *columns]))
+
+
+def test_a_hull_point_repeated_across_many_rows_is_stored_once(sample: Path, tmp_path: Path) -> None:
+    template = _both(by_key(EvidenceStore(sample / "plain").open().read_table()).to_pylist())[0]
+    shared = 0.1234567890123
+    rows = []
+    for k in range(60):
+        row = {**template, "mutant_id": f"m{k:03d}"}
+        row["fp64_hull_r"] = [shared, 1.0 + k * 2 ** -40]
+        row["fp64_hull_d"] = [0.5 + k * 2 ** -20, 0.75 + k * 2 ** -20]
+        row["fp32_hull_r"] = [float(np.float32(shared)), float(np.float32(1.0))]
+        row["fp32_hull_d"] = [float(np.float32(0.5 + k * 2 ** -20)), 0.25]
+        rows.append(row)
+    table = pa.Table.from_pylist(rows, schema=OBSERVATION_SCHEMA)
+    store = pack_rows(tmp_path / "shared", {"pool": "default"}, table)
+    assert_same_rows(store.read_table(), table)
+    values = pq.read_table(store.path / PACKED_DIR / "values.parquet").column("r").combine_chunks()
+    assert len(values) == 1  # one (problem, input_id, output_index)
+    bits = np.cumsum(values.flatten().to_numpy())  # the steps back to the bits
+    assert np.sort(bits.view(np.float64)).tolist() == sorted({shared, *(1.0 + k * 2 ** -40 for k in range(60))})
+    linked = pq.read_table(store.path / PACKED_DIR / "linked.parquet")
+    assert linked.num_rows == 120 and pc.sum(pc.greater(linked.column("link"), 0)).as_py() == 60
+
+
+def test_a_single_row_packs_and_reads(sample: Path, tmp_path: Path) -> None:
+    rows = by_key(EvidenceStore(sample / "plain").open().read_table())
+    reference = rows.filter(pc.equal(rows.column("mutant_id"), "reference")).slice(0, 1)
+    for name, one in (("both", pa.Table.from_pylist(_both(rows.to_pylist())[:1], schema=OBSERVATION_SCHEMA)),
+                      ("reference", reference)):
+        assert one.num_rows == 1
+        store = pack_rows(tmp_path / name, {"pool": "default"}, one)
+        assert_same_rows(EvidenceStore(store.path).open().read_table(), one)
+
+
 def test_an_empty_store_packs_and_reads_as_empty(tmp_path: Path) -> None:
     empty = EvidenceStore(tmp_path / "empty").create({"pool": "default"}).pack(tmp_path / "packed")
     assert empty.num_rows == 0 and empty.read().empty and list(empty.read().columns) == OBSERVATION_SCHEMA.names
@@ -168,9 +271,25 @@ def test_a_packed_store_is_read_only_and_refuses_what_changed(sample: Path, tmp_
     packed.manifest_path.write_text(json.dumps(old))
     with pytest.raises(OracleAuditError, match="needs a `meta` object and a `parts` list"):
         EvidenceStore(tmp_path / "packed").open()
-    packed.manifest_path.write_text(json.dumps({**manifest, "packed_version": 2}))
-    with pytest.raises(OracleAuditError, match="packed_version 1, got 2 and 2"):
-        EvidenceStore(tmp_path / "packed").open()
+    for version in (1, 3):  # the layout before (not read) and one after
+        packed.manifest_path.write_text(json.dumps({**manifest, "packed_version": version}))
+        with pytest.raises(OracleAuditError, match=rf"^{packed.manifest_path}: packed_version {version} is not the one "
+                                                   r"this oracleaudit reads \(2\)"):
+            EvidenceStore(tmp_path / "packed").open()
+
+
+def test_a_packed_file_of_another_version_is_refused_naming_it(sample: Path, tmp_path: Path) -> None:
+    shutil.copytree(sample / "packed", tmp_path / "packed")
+    path = tmp_path / "packed" / PACKED_DIR / "linked.parquet"
+    table = pq.read_table(path)
+    pq.write_table(table.replace_schema_metadata({**table.schema.metadata, b"oracleaudit.packed_version": b"3"}), path)
+    manifest = json.loads((tmp_path / "packed" / "manifest.json").read_text())
+    manifest["files"]["linked"]["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    (tmp_path / "packed" / "manifest.json").write_text(json.dumps(manifest))
+    store = EvidenceStore(tmp_path / "packed").open()
+    assert store.read_table(columns=["problem", "fp32_n"]).num_rows == store.num_rows  # hulls not read
+    with pytest.raises(OracleAuditError, match=rf"^{path}: packed_version '3' is not the one this oracleaudit reads \(2\)$"):
+        store.read_table(columns=["fp32_hull_d"])
 
 
 def test_hulls_the_layout_cannot_keep_are_refused(sample: Path, tmp_path: Path) -> None:
