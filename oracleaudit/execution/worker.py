@@ -8,10 +8,14 @@ computed once per input with one fp64 copy of the Model per shape group; the wor
 references it will need again on the host, within `HOST_BUDGET_BYTES`.
 
 Order: the pool inputs are taken by shape group (entries with the same shape overrides share the init args,
-the Model and the templates). Within a group the pairs run variant by variant (each variant's ModelNew is
-constructed once and deep-copied per input, KernelBench's way of building it) unless the group's inputs and
-references would not fit in host memory; then input by input, every variant's template kept on the host.
-The original runs first on every input, so the supervisor knows its time before any mutant's deadline.
+the Model and the templates; each variant's ModelNew is constructed once and deep-copied per input,
+KernelBench's way of building it). Within a group the pairs run input by input — the input and its references
+go to the GPU once for every variant, and every variant's template is kept on the host, out of reach of
+another variant's stray writes — unless an input's working set is smaller than the Model's weights and the
+group's inputs fit in host memory; then variant by variant, one template at a time on the GPU. (Copying an
+input and its references to the GPU for every pair was most of a pair's device time: the copies come from
+pageable memory.) The original runs first on every input, so the supervisor knows its time before any
+mutant's deadline.
 
 Each pair: fresh GPU copies of the input (and of the model, from its template, with the RNG states the
 constructor left), then kernel → reference → kernel (a stale buffer shows in the second run), then the
@@ -46,6 +50,7 @@ from oracleaudit.tensors import map_tensors, tensor_bytes, tensors, to_double
 HOST_BUDGET_BYTES = 4 << 30  # a worker's host copies of one group's inputs and references
 TEMPLATE_BUDGET_BYTES = 4 << 30  # input by input: every variant's template model, on the host
 PROFILE_ENV = "ORACLEAUDIT_PROFILE"  # a folder: each job of a worker writes its cProfile statistics there
+ORDER_ENV = "ORACLEAUDIT_PAIR_ORDER"  # "variant": the order before input by input was chosen by bytes (benchmarks)
 
 
 def context_alive() -> bool:
@@ -247,8 +252,8 @@ class JobRun:
         self.pending_references = {e.key for e in group if e.key in job.record_references}
         pairs = [(v, e) for v in self.variants for e in group if e.key in self.todo.get(v.key, ())]
         if pairs:
-            by_input = self._host_entry(pairs[0][1]).bytes * len(group) > HOST_BUDGET_BYTES
-            if by_input:  # the inputs would not stay on the host: every variant on one input, then the next
+            by_input = self._by_input(self._host_entry(pairs[0][1]).bytes, len(group))
+            if by_input:  # every variant on one input, then the next
                 index = {e.key: i for i, e in enumerate(group)}
                 pairs.sort(key=lambda p: (index[p[1].key], self.variants.index(p[0])))
             self.on_host = by_input
@@ -266,6 +271,14 @@ class JobRun:
         self.templates.clear()
         self.ref_model = self.model64 = None
         torch.cuda.empty_cache()
+
+    def _by_input(self, entry_bytes: int, inputs: int) -> bool:
+        """Whether a group of `inputs` entries of `entry_bytes` each (inputs and references) runs input by input:
+        unless copying the entry to the GPU for every pair copies less than copying a template there for every
+        pair (the Model's weights as the measure of a template) and the group's entries stay on the host."""
+        model_bytes = tensor_bytes([*self.ref_model.parameters(), *self.ref_model.buffers()])
+        cheaper = entry_bytes > model_bytes and os.environ.get(ORDER_ENV) != "variant"
+        return cheaper or entry_bytes * inputs > HOST_BUDGET_BYTES
 
     def _make_reference_model(self) -> None:
         """The group's init args and fp32 Model, after its weight seed (KernelBench's 42, or a trial's own)."""

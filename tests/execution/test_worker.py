@@ -100,3 +100,29 @@ def test_checksums_see_a_changed_byte_in_an_input_or_a_reference() -> None:
     items[2][0] = 0.0
     items[3][1] = 7
     assert not torch.equal(before, worker.checksums(items))
+
+
+
+def job_run(model: torch.nn.Module) -> worker.JobRun:
+    """A JobRun's state as `_by_input` reads it (the rest of a job needs a GPU)."""
+    run = object.__new__(worker.JobRun)
+    run.ref_model = model
+    return run
+
+
+def test_pairs_go_input_by_input_unless_an_input_is_smaller_than_the_weights() -> None:
+    """Copying an input and its references to the GPU for every pair cost most of a pair's device time: the
+    pairs go input by input (the entry copied once for every variant, each variant's template copied per
+    pair from the host) unless the Model's weights, which each template holds, outweigh the entry."""
+    weightless, weighted = torch.nn.ReLU(), torch.nn.Linear(1024, 1024)  # 0 and 4,198,400 bytes
+    assert job_run(weightless)._by_input(entry_bytes=64, inputs=69)
+    assert not job_run(weighted)._by_input(entry_bytes=1 << 20, inputs=69)
+    assert job_run(weighted)._by_input(entry_bytes=8 << 20, inputs=69)
+    # the group's inputs would not stay on the host: input by input, whatever the weights
+    assert job_run(weighted)._by_input(entry_bytes=1 << 20, inputs=5000)
+
+
+def test_the_order_of_before_can_be_asked_for_to_compare_them(monkeypatch) -> None:
+    monkeypatch.setenv(worker.ORDER_ENV, "variant")
+    assert not job_run(torch.nn.ReLU())._by_input(entry_bytes=64, inputs=69)
+    assert job_run(torch.nn.ReLU())._by_input(entry_bytes=1 << 30, inputs=69)

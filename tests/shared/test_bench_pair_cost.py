@@ -83,3 +83,16 @@ def test_help_runs_without_a_gpu() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "pair_cost.py"), "--help"], capture_output=True,
                           text=True, cwd=ROOT)
     assert done.returncode == 0 and "--workers" in done.stdout
+
+
+def test_order_ratios_compare_the_two_orders_where_both_ran() -> None:
+    workers = [{"workers_per_gpu": 8, "order": "auto", "pairs_per_s": 300.0},
+               {"workers_per_gpu": 8, "order": "variant", "pairs_per_s": 120.0},
+               {"workers_per_gpu": 4, "order": "auto", "pairs_per_s": 200.0}]
+    assert pair_cost.order_ratios(workers) == {"8": 2.5}
+
+
+def test_an_unknown_order_is_refused() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "pair_cost.py"), "--mutants", "x", "--orders",
+                           "auto,sideways"], capture_output=True, text=True)
+    assert done.returncode == 2 and "--orders takes auto and variant" in done.stderr

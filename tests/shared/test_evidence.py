@@ -11,7 +11,7 @@ import torch
 
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.evidence import DEFAULT_GRID, MAX_HULL_POINTS, ErrorEvidence, arrow_fields, grid_key
-from oracleaudit.execution.measure import measure
+from oracleaudit.execution.measure import measure, running_max
 
 TOLERANCES = [0.0, 1e-8, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 5e-2, 0.1, 0.5, 1.0, 2.0, 1e3, math.inf]
 
@@ -317,6 +317,19 @@ def test_the_hull_stays_small_for_a_million_random_elements():
         assert evidence.hull_complete and 1 <= len(evidence.hull_r) <= 64
         for atol, rtol in [(1e-4, 1e-4), (1e-2, 1e-2), (0.1, 0.0), (0.0, 1e-3), (5.0, 0.0)]:
             assert evidence.allclose(atol, rtol) == torch.allclose(out, ref, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("n", [1, 7, 1024, 1025, 5000, 1024 * 1024 + 3])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.int64])
+def test_running_max_is_cummax_exactly(n: int, dtype: torch.dtype) -> None:
+    """The hull's running maximum scans rows side by side; it equals torch.cummax, a NaN carried on too."""
+    generator = torch.Generator().manual_seed(n)
+    x = (torch.randn(n, generator=generator, dtype=torch.float64) * 1e3).to(dtype)
+    if dtype.is_floating_point and n > 2000:
+        x[1500] = math.nan
+    got, want = running_max(x), torch.cummax(x, 0).values
+    assert got.dtype == dtype and got.shape == want.shape
+    assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.nan_to_num(), want.nan_to_num())
 
 
 def test_huge_float64_values_build_the_hull_without_overflow_and_stay_exact():
