@@ -3,13 +3,16 @@
 # the folder $OUT (files of at most 16 MiB) and whose local files are lost when it is handed back: the GPU
 # benchmarks and tests of this folder as resumable parts of such calls. Run from the repository root:
 #
-#   bash bench/device_call.sh tests [PYTEST ARGS]  the GPU tests (pytest -m gpu -v), cut LIMIT - 20 s after the start;
-#                                                  the log in $OUT/pytest.log (a test cut off shows as the last line)
-#   bash bench/device_call.sh full K/N [--cold]    shard K of N of the complete bundled run (run_scale.py full) into
-#                                                  out/shardK, continued from the store left by the last call (the
-#                                                  machine still warm) or from out/carry/shardK.tar.*; the store and
-#                                                  its state back in $OUT as shardK.tar.* (split at 15 MiB)
-#   bash bench/device_call.sh pair-cost            bench/pair_cost.py on out/full_in/mutants.jsonl's sample
+#   bash bench/device_call.sh tests [PYTEST ARGS]  the GPU tests (pytest -m gpu -v, every test's duration), cut
+#                                                  LIMIT - 20 s after the start; the log in $OUT/pytest.log (a test
+#                                                  cut off shows as the last line)
+#   bash bench/device_call.sh full K/N... [--cold] shards K of N of the complete bundled run (run_scale.py full), one
+#                                                  after the other while time is left, each into out/shardK,
+#                                                  continued from the store left by the last call (the machine
+#                                                  still warm), from out/carry/shardK.tar.* or from the packed
+#                                                  bench/results/full_run/shardK; each store and its
+#                                                  state back in $OUT as shardK.tar.* (compacted, split at 15 MiB)
+#   bash bench/device_call.sh pair-cost [ARGS]     bench/pair_cost.py ARGS on out/full_in/mutants.jsonl's sample
 #   bash bench/device_call.sh sizes PART [ARGS]    bench/size_findings.py PART --work out/size_findings ARGS, the work
 #                                                  folder restored from out/carry/sizes.tar.* and sent back likewise
 #   bash bench/device_call.sh real                 run_scale.py real (KernelBench's own sizes at 8 workers per GPU)
@@ -43,29 +46,41 @@ restore() {  # NAME DIR: DIR from out/carry/NAME.tar.* unless DIR is here alread
 
 case "$part" in
 tests)
-    ORACLEAUDIT_CACHE=/tmp/oa-test-cache timeout "$(left 20)" python3 -m pytest -m gpu -v -rA -p no:cacheprovider "$@" \
+    ORACLEAUDIT_CACHE=/tmp/oa-test-cache timeout "$(left 20)" python3 -m pytest -m gpu -v -rA --durations=0 \
+        -p no:cacheprovider "$@" \
         > "$OUT/pytest.log" 2>&1
     echo "pytest exit $?"
-    grep -E "PASSED|FAILED|ERROR|SKIPPED|passed|failed|^E " "$OUT/pytest.log" | tail -60
+    grep -E "PASSED|FAILED|ERROR|SKIPPED|passed|failed|^E |^[0-9.]+s (call|setup)" "$OUT/pytest.log" | tail -80
     tail -1 "$OUT/pytest.log"
     ;;
 full)
-    shard=$1; shift
-    k=${shard%/*}
-    restore "shard$k" "out/shard$k"
-    if [ ! -f "out/scale$k.json" ]; then
-        python3 -c "import json; m = json.load(open('bench/results/run_scale.json')).get('memory');
-json.dump({'memory': m} if m else {}, open('out/scale$k.json', 'w'))"
-    fi
+    shards=()
+    while [ $# -gt 0 ] && [[ $1 == */* ]]; do shards+=("$1"); shift; done
     mkdir -p out
     export ORACLEAUDIT_CACHE=$PWD/.oa-cache
-    python3 bench/run_scale.py full --mutants out/full_in --shard "$shard" --store "out/shard$k" \
-        --state "out/scale$k.json" --stop-after "$(left 60)" "$@" 2>&1 | grep -v "^\s*$" | tail -40
-    send_back "shard$k" "out/shard$k" "out/scale$k.json"
-    du -sh "out/shard$k"
+    for shard in "${shards[@]}"; do
+        [ "$(left 90)" -gt 0 ] || { echo "no time left for shard $shard"; break; }
+        k=${shard%/*}
+        restore "shard$k" "out/shard$k"
+        if [ ! -e "out/shard$k" ] && [ -d "bench/results/full_run/shard$k" ]; then  # a committed, packed shard
+            python3 -m oracleaudit merge --into "out/shard$k" --compact "bench/results/full_run/shard$k" || exit 1
+            cp "bench/results/full_run/scale$k.json" "out/scale$k.json"
+        fi
+        if [ ! -f "out/scale$k.json" ]; then
+            python3 -c "import json; m = json.load(open('bench/results/run_scale.json')).get('memory');
+json.dump({'memory': m} if m else {}, open('out/scale$k.json', 'w'))"
+        fi
+        echo "shard $shard"
+        python3 bench/run_scale.py full --mutants out/full_in --shard "$shard" --store "out/shard$k" \
+            --state "out/scale$k.json" --stop-after "$(left 60)" "$@" 2>&1 | grep -v "^\s*$" | tail -40
+        python3 -c "import sys; from oracleaudit.store import EvidenceStore; EvidenceStore(sys.argv[1]).open().compact()" \
+            "out/shard$k"  # one sorted part: half the bytes of the parts a run commits every 2 s
+        send_back "shard$k" "out/shard$k" "out/scale$k.json"
+        du -sh "out/shard$k"
+    done
     ;;
 pair-cost)
-    ORACLEAUDIT_CACHE=$PWD/.oa-cache python3 bench/pair_cost.py --mutants out/full_in --json "$OUT/pair_cost.json"
+    ORACLEAUDIT_CACHE=$PWD/.oa-cache python3 bench/pair_cost.py --mutants out/full_in --json "$OUT/pair_cost.json" "$@"
     ;;
 sizes)
     restore sizes out/size_findings

@@ -3,7 +3,11 @@
     workers  `oracleaudit run` of the sample into a fresh store for each --workers value (default 1,2,4,8 per
              GPU), its extensions built once beforehand (not timed): wall seconds, pairs per second, the
              GPU-busy fraction NVML reports and the worker-seconds by phase. Pairs per second that stop
-             growing with more workers while the GPU reads busy mean the GPU's time is the bound.
+             growing with more workers while the GPU reads busy mean the GPU's time is the bound. With
+             --orders auto,variant each count runs under both pair orders (the worker's choice, input by input
+             where that copies less, against variant by variant as before), and the ratio of their pairs per
+             second is printed; the first run computes the references for all (the others read them from the
+             reference cache), so list the order you claim is faster first.
     kernels  one job per sampled solution, each in a child process with the GPU to itself, under
              torch.profiler (CUDA activity): per pair, the device microseconds and launches of its kernels
              and copies by kind (the fused evidence kernels, memory copies and sets, reductions such as the
@@ -92,24 +96,41 @@ def _sample(mutants: Path, solutions: int, per_solution: int, out: Path) -> list
     return chosen
 
 
-def _workers(sample: Path, pool: str, counts: list[int], work: Path) -> list[dict]:
+def _workers(sample: Path, pool: str, counts: list[int], orders: list[str], work: Path) -> list[dict]:
+    """Each worker count under each pair order (the worker's `ORDER_ENV`: "auto" chooses input by input by
+    bytes, "variant" is the order of before), side by side in this one process, each into a fresh store."""
+    import os
+
     from oracleaudit import execution as runner
+    from oracleaudit.execution.worker import ORDER_ENV
 
     results = []
     for count in counts:
-        started = time.perf_counter()
-        result = runner.run(sample, work / f"evidence-w{count}", pool=pool, workers_per_gpu=count,
-                            show_progress=False)
-        wall = time.perf_counter() - started
-        summary = result.summary()
-        entry = {"workers_per_gpu": count, "wall_s": round(wall, 1), "pairs": summary["pairs_run"],
-                 "pairs_per_s": round(summary["pairs_run"] / wall, 1),
-                 "gpu_busy_fraction": summary["gpu_busy_fraction"],
-                 "phases": summary["phases"], "errors": len(summary["errors"])}
-        print(f"{count} workers: {wall:6.1f} s, {entry['pairs_per_s']:7.1f} pairs/s, GPU busy "
-              f"{entry['gpu_busy_fraction']}, phases {summary['phases']}", flush=True)
-        results.append(entry)
+        for order in orders:
+            os.environ[ORDER_ENV] = order
+            started = time.perf_counter()
+            try:
+                result = runner.run(sample, work / f"evidence-w{count}-{order}", pool=pool, workers_per_gpu=count,
+                                    show_progress=False)
+            finally:
+                os.environ.pop(ORDER_ENV, None)
+            wall = time.perf_counter() - started
+            summary = result.summary()
+            entry = {"workers_per_gpu": count, "order": order, "wall_s": round(wall, 1), "pairs": summary["pairs_run"],
+                     "pairs_per_s": round(summary["pairs_run"] / wall, 1),
+                     "gpu_busy_fraction": summary["gpu_busy_fraction"],
+                     "phases": summary["phases"], "errors": len(summary["errors"])}
+            print(f"{count} workers, order {order}: {wall:6.1f} s, {entry['pairs_per_s']:7.1f} pairs/s, GPU busy "
+                  f"{entry['gpu_busy_fraction']}, phases {summary['phases']}", flush=True)
+            results.append(entry)
     return results
+
+
+def order_ratios(workers: list[dict]) -> dict[str, float]:
+    """Pairs per second of the "auto" order over the "variant" order, by worker count (where both ran)."""
+    rate = {(w["workers_per_gpu"], w["order"]): w["pairs_per_s"] for w in workers}
+    return {str(count): round(rate[(count, "auto")] / rate[(count, "variant")], 2)
+            for count, order in rate if order == "auto" and rate.get((count, "variant"))}
 
 
 def _profile_job(job, path: str) -> None:
@@ -171,10 +192,17 @@ def main() -> None:
     parser.add_argument("--per-solution", type=int, default=4, help="mutants per solution (default 4)")
     parser.add_argument("--workers", type=_counts, default=[1, 2, 4, 8], metavar="N,N,...",
                         help="--workers-per-gpu values to time (default 1,2,4,8)")
+    parser.add_argument("--orders", default="auto", metavar="ORDER,...",
+                        help="pair orders to time side by side: auto (the worker's choice), variant (variant by "
+                             "variant, the order of before); default auto")
+    parser.add_argument("--no-kernels", action="store_true", help="skip the kernels part (torch.profiler)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the figures here")
     args = parser.parse_args()
     if args.solutions < 1 or args.per_solution < 1:
         parser.error("--solutions and --per-solution must be ≥ 1")
+    orders = args.orders.split(",")
+    if not orders or set(orders) - {"auto", "variant"}:
+        parser.error(f"--orders takes auto and variant, got {args.orders!r}")
 
     from bench.worker_cost import prebuild
 
@@ -183,16 +211,20 @@ def main() -> None:
         sample = work / "mutants"
         chosen = _sample(args.mutants, args.solutions, args.per_solution, sample)
         prebuild(sample, args.pool)
-        workers = _workers(sample, args.pool, args.workers, work)
-        records, lost = _kernels(sample, args.pool, work)
+        workers = _workers(sample, args.pool, args.workers, orders, work)
+        records, lost = ([], []) if args.no_kernels else _kernels(sample, args.pool, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    kernels = summarize(records)
+    kernels = summarize(records) if records else {}
     widest = workers[-1]
     if kernels.get("device_us_per_pair"):
         kernels["gpu_share_of_pairs_own_work"] = round(kernels["device_us_per_pair"] * 1e-6 * widest["pairs_per_s"], 3)
     result = {"solutions": chosen, "per_solution": args.per_solution, "workers": workers, "kernels": kernels,
               "lost": lost}
+    ratios = order_ratios(workers)
+    if ratios:
+        result["auto_over_variant_order"] = ratios
+        print(f"pairs/s of the auto order over the variant order, by workers per GPU: {ratios}")
     print(json.dumps(kernels, indent=1))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")
