@@ -6,6 +6,8 @@
 #   bash bench/device_call.sh tests [PYTEST ARGS]  the GPU tests (pytest -m gpu -v, every test's duration), cut
 #                                                  LIMIT - 20 s after the start; the log in $OUT/pytest.log (a test
 #                                                  cut off shows as the last line)
+#   bash bench/device_call.sh tests-parallel       the same tests in four pytest processes side by side (the
+#                                                  out-of-memory test alone first); logs in $OUT/pytest-*.log
 #   bash bench/device_call.sh full K/N... [--cold] shards K of N of the complete bundled run (run_scale.py full), one
 #                                                  after the other while time is left, each into out/shardK,
 #                                                  continued from the store left by the last call (the machine
@@ -52,6 +54,29 @@ tests)
     echo "pytest exit $?"
     grep -E "PASSED|FAILED|ERROR|SKIPPED|passed|failed|^E |^[0-9.]+s (call|setup)" "$OUT/pytest.log" | tail -80
     tail -1 "$OUT/pytest.log"
+    ;;
+tests-parallel)
+    # The out-of-memory test holds all but 12 GiB of the GPU: alone first. Then four groups side by side (the
+    # tests sharing the run fixture in one, so it is made once), each with its log in $OUT/pytest-gN.log.
+    export ORACLEAUDIT_CACHE=/tmp/oa-test-cache
+    run_tests() {  # NAME PYTEST-ARGS...
+        local name=$1; shift
+        timeout "$(left 20)" python3 -m pytest -m gpu -v -rA --durations=0 -p no:cacheprovider "$@" \
+            > "$OUT/pytest-$name.log" 2>&1
+        echo "pytest $name exit $?: $(tail -1 "$OUT/pytest-$name.log")"
+    }
+    run="tests/execution/test_run_gpu.py"
+    fixture="each_fault or records_nothing_twice or every_pair_has or namespace_cloned or dask_backend"
+    fixture="$fixture or shared_out or fresh_model"
+    run_tests oom "$run" -k "out_of_memory_while_sharing"
+    run_tests g1 "$run" -k "$fixture" &
+    run_tests g2 "$run" -k "stopped_midway or killed_at_random" &
+    run_tests g3 "$run" -k "not ($fixture or stopped_midway or killed_at_random or out_of_memory_while_sharing)" &
+    run_tests g4 tests/execution/test_evidence_kernels.py tests/refcheck/test_refcheck_gpu.py \
+        tests/scoring/test_witness_gpu.py tests/dataset/test_verify_gpu.py tests/shared/test_evidence.py &
+    wait
+    grep -hE "PASSED|FAILED|ERROR|SKIPPED" "$OUT"/pytest-*.log | sort | uniq | tail -40
+    cat "$OUT"/pytest-*.log | awk '/^[0-9.]+s (call|setup|teardown)/ && $1 + 0 >= 1' | sort -rn | head -40
     ;;
 full)
     shards=()
