@@ -13,7 +13,8 @@
 #                                                  continued from the store left by the last call (the machine
 #                                                  still warm), from out/carry/shardK.tar.* or from the packed
 #                                                  bench/results/full_run/shardK; each store and its
-#                                                  state back in $OUT as shardK.tar.* (compacted, split at 15 MiB)
+#                                                  state back in $OUT as shardK.tar.* (run_scale.py ship: packed
+#                                                  once the shard has ended, else compacted; 15 MiB pieces)
 #   bash bench/device_call.sh pair-cost [ARGS]     bench/pair_cost.py ARGS on out/full_in/mutants.jsonl's sample
 #   bash bench/device_call.sh sizes PART [ARGS]    bench/size_findings.py PART --work out/size_findings ARGS, the work
 #                                                  folder restored from out/carry/sizes.tar.* and sent back likewise
@@ -84,7 +85,7 @@ full)
     mkdir -p out
     export ORACLEAUDIT_CACHE=$PWD/.oa-cache
     for shard in "${shards[@]}"; do
-        [ "$(left 90)" -gt 0 ] || { echo "no time left for shard $shard"; break; }
+        [ "$(left 200)" -gt 0 ] || { echo "no time left for shard $shard"; break; }
         k=${shard%/*}
         restore "shard$k" "out/shard$k"
         if [ ! -e "out/shard$k" ] && [ -d "bench/results/full_run/shard$k" ]; then  # a committed, packed shard
@@ -97,12 +98,13 @@ json.dump({'memory': m} if m else {}, open('out/scale$k.json', 'w'))"
         fi
         echo "shard $shard"
         python3 bench/run_scale.py full --mutants out/full_in --shard "$shard" --store "out/shard$k" \
-            --state "out/scale$k.json" --stop-after "$(left 60)" "$@" 2>&1 | grep -v "^\s*$" | tail -40
-        python3 -c "import sys; from oracleaudit.store import EvidenceStore; EvidenceStore(sys.argv[1]).open().compact()" \
-            "out/shard$k"  # one sorted part: half the bytes of the parts a run commits every 2 s
-        send_back "shard$k" "out/shard$k" "out/scale$k.json"
-        du -sh "out/shard$k"
+            --state "out/scale$k.json" --stop-after "$(left 150)" "$@" 2>&1 | grep -v "^\s*$" | tail -40
+        # packed when it has ended, else compacted; in the background, while the next shard runs
+        python3 bench/run_scale.py ship --store "out/shard$k" --state "out/scale$k.json" --name "shard$k" \
+            --out "$OUT" &
     done
+    wait
+    ls -la "$OUT"
     ;;
 pair-cost)
     ORACLEAUDIT_CACHE=$PWD/.oa-cache python3 bench/pair_cost.py --mutants out/full_in --json "$OUT/pair_cost.json" "$@"

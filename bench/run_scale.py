@@ -12,6 +12,8 @@
              output (bench/data/real_size, with its own solution), and two bundled problems scaled through their
              shape constants to KernelBench's sizes (`OFFICIAL`): a fused 2-D convolution with a 134M-element
              input and a 2.5 GiB MLP, run with their bundled solutions and first mutants
+    ship     a store and its state as a tar in pieces for a call's $OUT: packed where its run has ended with every
+             pair recorded, else compacted (to go on with)
     report   bench/results/run_scale.json from the states (`--state` repeated: each shard's, the real-size run's):
              the full run's wall time, variants/min, phases, GPU-busy fraction and holes (pairs of the plan
              without a row), the memory ratio, the real-size run
@@ -231,11 +233,11 @@ def gather(states: list[dict]) -> dict:
         covered = len({n for _, n in parts}) == 1 and sorted(k for k, _ in parts) == list(range(1, parts[0][1] + 1))
     else:
         covered = len(fulls) == 1
-    ended = all(not f["calls"][-1]["stopped"] and f.get("holes") == 0 for f in fulls)
+    ended_all = all(ended({"full": f}) for f in fulls)
     first = {key: next((s[key] for s in states if s.get(key) is not None), None)
              for key in ("gpu", "code", "memory", "real_size")}
     return {**first, "full": {"calls": [c for f in fulls for c in f["calls"]], "shards": shards,
-                              "complete": bool(fulls) and covered and ended,
+                              "complete": bool(fulls) and covered and ended_all,
                               "holes": sum(f.get("holes") or 0 for f in fulls),
                               "inferred_rows": sum(f.get("inferred_rows") or 0 for f in fulls)}}
 
@@ -288,6 +290,45 @@ def report(args) -> None:
                                           "holes", "partial", "peak_gpu_mem_ratio_60_vs_10_inputs")}, indent=1))
 
 
+CHUNK_BYTES = 15 << 20  # the pieces a shipped tar is cut into (a call brings back files of at most 16 MiB)
+
+
+def ended(state: dict) -> bool:
+    """Whether the full run of this state (one shard's, or an unsharded one) has ended with every pair recorded."""
+    full = state.get("full") or {}
+    return bool(full.get("calls")) and not full["calls"][-1]["stopped"] and full.get("holes") == 0
+
+
+def ship(args) -> None:
+    """The store and its state as a tar cut into pieces of CHUNK_BYTES in --out (NAME.tar.aa, .ab, ...): packed
+    where the run has ended with every pair recorded (a third of the bytes; read-only), else compacted (one
+    sorted part, half the bytes of the parts a run commits), so that the next call can go on with it."""
+    import io
+    import tarfile
+
+    from oracleaudit.store import EvidenceStore
+
+    store = EvidenceStore(args.store).open()
+    folder = args.store
+    if ended(_state(args.state)):
+        folder = args.store.with_name(args.store.name + "-packed")
+        shutil.rmtree(folder, ignore_errors=True)
+        store.pack(folder)
+    else:
+        store.compact()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.add(folder, arcname=folder.name)
+        tar.add(args.state, arcname=args.state.name)
+    data = buffer.getvalue()
+    args.out.mkdir(parents=True, exist_ok=True)
+    for index, start in enumerate(range(0, len(data), CHUNK_BYTES)):
+        suffix = chr(ord("a") + index // 26) + chr(ord("a") + index % 26)
+        (args.out / f"{args.name}.tar.{suffix}").write_bytes(data[start:start + CHUNK_BYTES])
+    print(f"shipped {folder} ({'packed' if folder != args.store else 'compacted'}, {len(data) / 2**20:.1f} MiB) "
+          f"as {args.out}/{args.name}.tar.*")
+
+
 def _gpu() -> str:
     import torch
 
@@ -318,6 +359,12 @@ def main() -> None:
     p.add_argument("--workers-per-gpu", type=int, default=8)
     p.add_argument("--job-size", type=int, default=2)
     p.set_defaults(run=real)
+    p = sub.add_parser("ship")
+    p.add_argument("--store", type=Path, required=True)
+    p.add_argument("--state", type=Path, required=True)
+    p.add_argument("--name", required=True, help="the tar's name in --out")
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(run=ship)
     p = sub.add_parser("report")
     p.add_argument("--state", type=Path, action="append", required=True,
                    help="a state file (repeatable: the shards' states and the real-size run's gather into one report)")
