@@ -301,8 +301,9 @@ def ended(state: dict) -> bool:
 
 def ship(args) -> None:
     """The store and its state as a tar cut into pieces of CHUNK_BYTES in --out (NAME.tar.aa, .ab, ...): packed
-    where the run has ended with every pair recorded (a third of the bytes; read-only), else compacted (one
-    sorted part, half the bytes of the parts a run commits), so that the next call can go on with it."""
+    (as the folder STORE-packed) where the run has ended with every pair recorded (a third of the bytes;
+    read-only), else compacted (one sorted part, half the bytes of the parts a run commits), so that the next
+    call can go on with it. Members are named by the paths as given (relative ones unpack where they were)."""
     import io
     import tarfile
 
@@ -318,8 +319,8 @@ def ship(args) -> None:
         store.compact()
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
-        tar.add(folder, arcname=folder.name)
-        tar.add(args.state, arcname=args.state.name)
+        tar.add(folder, arcname=str(folder))
+        tar.add(args.state, arcname=str(args.state))
     data = buffer.getvalue()
     args.out.mkdir(parents=True, exist_ok=True)
     for index, start in enumerate(range(0, len(data), CHUNK_BYTES)):

@@ -86,43 +86,49 @@ def test_the_report_gathers_the_shards_states_and_is_complete_only_with_every_sh
     assert not cut["bundled_full_complete"] and cut["partial"]["pairs_not_yet_run"] == 68
 
 
-def _shipped(run_scale, tmp_path: Path, state: dict) -> tuple[Path, Path]:
-    """A store of real rows and its state shipped as a call would; returns the store and the unpacked folder."""
+def _shipped(run_scale, tmp_path: Path, state: dict, monkeypatch) -> tuple[Path, Path]:
+    """A store of real rows and its state shipped as a call would (paths relative to the repository root);
+    returns the store and the folder the pieces unpack in."""
     import subprocess
     import sys
 
     from oracleaudit.store import EvidenceStore
+
+    monkeypatch.chdir(tmp_path)
 
     sys.path.insert(0, str(Path(__file__).parents[1] / "shared"))
     try:
         from test_store import META, all_rows
     finally:
         sys.path.pop(0)
-    store = EvidenceStore(tmp_path / "out" / "shard2").create(META)
+    store = EvidenceStore(Path("out/shard2")).create(META)
     rows = all_rows()
     store.append(rows[:4])
     store.append(rows[4:])
-    (tmp_path / "out" / "scale2.json").write_text(json.dumps(state))
-    run_scale.ship(argparse.Namespace(store=store.path, state=tmp_path / "out" / "scale2.json", name="shard2",
+    Path("out/scale2.json").write_text(json.dumps(state))
+    run_scale.ship(argparse.Namespace(store=store.path, state=Path("out/scale2.json"), name="shard2",
                                       out=tmp_path / "OUT"))
     pieces = sorted((tmp_path / "OUT").glob("shard2.tar.*"))
     assert pieces and all(p.stat().st_size <= run_scale.CHUNK_BYTES for p in pieces)
     (tmp_path / "back").mkdir()
     subprocess.run(f"cat {' '.join(map(str, pieces))} | tar -xf - -C {tmp_path / 'back'}", shell=True, check=True)
-    return store.path, tmp_path / "back"
+    return tmp_path / store.path, tmp_path / "back"
 
 
-def test_an_ended_shard_ships_packed_and_an_unfinished_one_compacted_with_its_rows(run_scale, tmp_path: Path):
+def test_an_ended_shard_ships_packed_and_an_unfinished_one_compacted_with_its_rows(run_scale, tmp_path: Path,
+                                                                                    monkeypatch):
     from oracleaudit.store import KEY_COLUMNS, EvidenceStore
 
     done = _shard("2/3", [_call(10.0, 5, stopped=False)], holes=0)
-    path, back = _shipped(run_scale, tmp_path / "done", done)
-    packed = EvidenceStore(back / "shard2-packed").open()
+    (tmp_path / "done").mkdir()
+    path, back = _shipped(run_scale, tmp_path / "done", done, monkeypatch)
+    packed = EvidenceStore(back / "out" / "shard2-packed").open()
     in_key_order = EvidenceStore(path).open().read_table().sort_by([(k, "ascending") for k in KEY_COLUMNS])
     assert packed.packed and packed.read_table().equals(in_key_order)
-    assert json.loads((back / "scale2.json").read_text()) == done
+    assert json.loads((back / "out" / "scale2.json").read_text()) == done
 
     going = _shard("2/3", [_call(10.0, 5, stopped=True)], holes=7)
-    path, back = _shipped(run_scale, tmp_path / "going", going)
-    plain = EvidenceStore(back / "shard2").open()
+    (tmp_path / "going").mkdir()
+    path, back = _shipped(run_scale, tmp_path / "going", going, monkeypatch)
+    plain = EvidenceStore(back / "out" / "shard2").open()  # where device_call.sh's restore unpacks it
     assert not plain.packed and len(plain.parts) == 1 and plain.num_rows == EvidenceStore(path).open().num_rows
