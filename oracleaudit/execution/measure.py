@@ -374,14 +374,16 @@ def _front_hull_torch(r: torch.Tensor, d: torch.Tensor, dtype: torch.dtype
     front[1:] = d[1:] > best[:-1]
     # 3. Its upper-left convex chain (on the CPU, after the first passes on the device where the front is
     # long), then 4. every point the chain does not prove redundant.
+    # (Each synchronisation with the device waits for the other workers' time slices: few of them, and each
+    # transfer of both coordinates at once.)
     fr, fd = torch.stack([r, d])[:, front]
     if len(fr) > DEVICE_PASSES_ABOVE:
         fr, fd = _inner_points_dropped(fr, fd)
-    vr, vd = convex_chain(fr.cpu().numpy(), fd.cpu().numpy())
+    vr, vd = convex_chain(*torch.stack([fr, fd]).cpu().numpy())
     chain = torch.from_numpy(np.stack([vr, vd])).to(r.device)
-    keep = _envelope_mask(r, d, chain[0], chain[1], rel, absolute)
-    if int(keep.sum()) + len(vr) <= MAX_HULL_POINTS:
-        kept = torch.stack([r, d])[:, keep].cpu().numpy()
+    kept = torch.stack([r, d])[:, _envelope_mask(r, d, chain[0], chain[1], rel, absolute)]
+    if kept.shape[1] + len(vr) <= MAX_HULL_POINTS:
+        kept = kept.cpu().numpy()
         return _complete_hull(kept[0], kept[1], vr, vd)
     return _chain_hull(vr, vd)
 
@@ -391,18 +393,20 @@ def _inner_points_dropped(r: torch.Tensor, d: torch.Tensor) -> tuple[torch.Tenso
     the same float64 operations (each rounded alike on every device), so that convex_chain then gets the
     points its own passes would have left: a proportional error makes a front of every element, which would
     otherwise cross to the host and be sorted there."""
-    x, y = (r / r[-1], d / d[-1]) if float(r[-1]) * float(d[-1]) > 1e300 else (r, d)
+    last_r, last_d = torch.stack([r[-1], d[-1]]).tolist()
+    x, y = (r / r[-1], d / d[-1]) if last_r * last_d > 1e300 else (r, d)
     index = torch.arange(len(r), device=r.device)
-    for _ in range(DEVICE_PASSES):  # each pass waits for the device twice; the host's chain goes on from here
+    for _ in range(DEVICE_PASSES):  # each pass waits for the device once; the host's chain goes on from here
         if len(index) <= 64:
             break
         xi, yi = x[index], y[index]
         cross = (xi[1:-1] - xi[:-2]) * (yi[2:] - yi[:-2]) - (yi[1:-1] - yi[:-2]) * (xi[2:] - xi[:-2])
         drop = torch.zeros(len(index), dtype=torch.bool, device=r.device)
         drop[1:-1] = cross >= 0
-        if not bool(drop.any()):
+        left = index[~drop]
+        if len(left) == len(index):
             break
-        index = index[~drop]
+        index = left
     return r[index], d[index]
 
 
