@@ -20,7 +20,8 @@ class ModelTemplates:
     A copy equals a fresh construction: the same parameter and buffer values, the same Python state, and
     the CPU and CUDA RNG states the constructor left behind are restored with it. Extension modules the
     model refers to are shared, not copied. A model that cannot be deep-copied is constructed per input.
-    `on_host` keeps the template on the CPU and moves each copy to the device (input-by-input order)."""
+    `on_host` keeps the template on the CPU and makes each copy's parameters and buffers on the device
+    directly (input-by-input order)."""
 
     def __init__(self, model_class, device: str, on_host: bool = False, weight_seed: int = WEIGHT_SEED):
         self.model_class = model_class
@@ -35,7 +36,10 @@ class ModelTemplates:
         template = self.templates.get(key)
         if template is not None:
             model, rng = template
-            copied = copy.deepcopy(model, shared_modules(model))
+            memo = shared_modules(model)
+            if self.on_host:  # parameters and buffers straight to the device, not copied on the host first
+                memo.update(self._moved(model))
+            copied = copy.deepcopy(model, memo)
             self._set_rng(rng)
             return copied.to(self.device) if self.on_host else copied
         torch.manual_seed(self.weight_seed)
@@ -50,6 +54,22 @@ class ModelTemplates:
             except Exception:  # e.g. an attribute pybind11 cannot copy: construct per input instead
                 self.templates[key] = None
         return model.to(self.device) if self.on_host else model
+
+    def _moved(self, model) -> dict[int, Any]:
+        """A deepcopy memo taking each parameter and buffer of `model` to a new copy on the device (a parameter
+        stays a parameter; one tensor held twice, as tied weights are, gets one copy)."""
+        import torch
+
+        memo: dict[int, Any] = {}
+        if not hasattr(model, "parameters"):
+            return memo
+        for tensor in (*model.parameters(), *model.buffers()):
+            if id(tensor) not in memo:
+                moved = tensor.detach().to(self.device, copy=True)
+                if isinstance(tensor, torch.nn.Parameter):
+                    moved = torch.nn.Parameter(moved, requires_grad=tensor.requires_grad)
+                memo[id(tensor)] = moved
+        return memo
 
     def bytes(self) -> int:
         total = 0

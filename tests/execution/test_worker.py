@@ -76,6 +76,28 @@ def test_a_model_from_a_template_behaves_as_a_fresh_construction_and_shares_the_
     assert models[1].fc.weight.data_ptr() != models[2].fc.weight.data_ptr()
 
 
+class Tied(Net):
+    def __init__(self, width: int):
+        super().__init__(width)
+        self.head = torch.nn.Linear(width, width)
+        self.head.weight = self.fc.weight  # one parameter held by two modules
+
+
+def test_a_copy_from_a_template_on_the_host_is_its_own_and_keeps_tied_weights_tied() -> None:
+    """On the host the template's tensors are copied straight to the device: the copy shares no storage with the
+    template (a forward's in-place update leaves the template as constructed) and tied weights stay one."""
+    templates = ModelTemplates(Tied, "cpu", on_host=True)
+    c = case(8)
+    first = templates.fresh(c.key, c.init)
+    copy = templates.fresh(c.key, c.init)
+    run_fresh(copy, c)
+    template = templates.templates[c.key][0]
+    assert template.calls.item() == 0 and copy.calls.item() == 1
+    assert copy.head.weight is copy.fc.weight and isinstance(copy.fc.weight, torch.nn.Parameter)
+    assert copy.fc.weight.data_ptr() not in (template.fc.weight.data_ptr(), first.fc.weight.data_ptr())
+    assert torch.equal(copy.fc.weight, template.fc.weight) and copy.fc.weight.requires_grad
+
+
 def test_a_model_that_cannot_be_copied_is_constructed_for_every_input() -> None:
     templates = ModelTemplates(Unpicklable, "cpu")
     Unpicklable.constructed = 0
