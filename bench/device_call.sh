@@ -11,8 +11,7 @@
 #   bash bench/device_call.sh full K/N... [--cold] shards K of N of the complete bundled run (run_scale.py full), one
 #                                                  after the other while time is left, each into out/shardK,
 #                                                  continued from the store left by the last call (the machine
-#                                                  still warm), from out/carry/shardK.tar.* or from the packed
-#                                                  bench/results/full_run/shardK; each store and its
+#                                                  still warm) or from out/carry/shardK.tar.*; each store and its
 #                                                  state back in $OUT as shardK.tar.* (run_scale.py ship: packed
 #                                                  once the shard has ended, else compacted; 15 MiB pieces)
 #   bash bench/device_call.sh pair-cost [ARGS]     bench/pair_cost.py ARGS on out/full_in/mutants.jsonl's sample
@@ -69,7 +68,7 @@ tests-parallel)
     }
     run="tests/execution/test_run_gpu.py"
     fixture="each_fault or records_nothing_twice or every_pair_has or namespace_cloned or dask_backend"
-    fixture="$fixture or shared_out or fresh_model"
+    fixture="$fixture or shared_out or fresh_model or writes_nothing"
     run_tests oom "$run" -k "out_of_memory_while_sharing"
     run_tests g1 "$run" -k "$fixture" &
     run_tests g2 "$run" -k "stopped_midway" &
@@ -90,10 +89,6 @@ full)
         [ "$(left 200)" -gt 0 ] || { echo "no time left for shard $shard"; break; }
         k=${shard%/*}
         restore "shard$k" "out/shard$k"
-        if [ ! -e "out/shard$k" ] && [ -d "bench/results/full_run/shard$k" ]; then  # a committed, packed shard
-            python3 -m oracleaudit merge --into "out/shard$k" --compact "bench/results/full_run/shard$k" || exit 1
-            cp "bench/results/full_run/scale$k.json" "out/scale$k.json"
-        fi
         if [ ! -f "out/scale$k.json" ]; then
             python3 -c "import json; m = json.load(open('bench/results/run_scale.json')).get('memory');
 json.dump({'memory': m} if m else {}, open('out/scale$k.json', 'w'))"

@@ -18,7 +18,8 @@ pageable memory.) The original runs first on every input, so the supervisor know
 mutant's deadline.
 
 Each pair: fresh GPU copies of the input (and of the model, from its template, with the RNG states the
-constructor left), then kernel → reference → kernel (a stale buffer shows in the second run), then the
+constructor left), then kernel → reference → kernel (a stale buffer shows in the second run; what the first
+run's output buffers held before is poison: guard.py), then the
 evidence against both references. Stray writes: the references on the GPU, the pristine input and the
 Model's weights are checksummed after every pair; if a mutant's stray write reached them, they are made
 again from the host copies and the pair is measured again.
@@ -41,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from oracleaudit.execution.guard import bits, checksums, poison_blocks
 from oracleaudit.execution.models import ModelTemplates
 from oracleaudit.execution.observation import first_line, is_out_of_memory, row, status_of
 from oracleaudit.execution.protocol import Built, Done, Failed, Fatal, Job, Memory, Ready, Rows, Started
@@ -67,29 +69,6 @@ def context_alive() -> bool:
 def entry_init(module: Any, device: str) -> list:
     init = list(module.get_init_inputs())
     return [x.to(device) if hasattr(x, "to") else x for x in init]
-
-
-def _bits(t):
-    """The tensor's bytes (so NaNs with equal bits compare equal and -0.0 differs from 0.0)."""
-    import torch
-
-    return t.contiguous().reshape(-1).view(torch.uint8) if t.numel() else t.reshape(-1)
-
-
-def checksums(items: list) -> Any:
-    """One int64 per non-empty tensor (the wrapping sum of its 32-bit words, or bytes), as one tensor on the
-    tensors' device (the CPU for none): cheap for any size (no widened copy), changed by any stray write
-    that changes a value, and equal on every device (integer sums do not depend on their order)."""
-    import torch
-
-    sums = []
-    for t in items:
-        if not t.numel():
-            continue
-        b = _bits(t.detach())
-        words = b.view(torch.int32) if b.numel() % 4 == 0 else b
-        sums.append(words.sum(dtype=torch.int64))
-    return torch.stack(sums) if sums else torch.zeros(0, dtype=torch.int64)
 
 
 class PhaseClock:
@@ -430,6 +409,7 @@ class JobRun:
                 # No synchronisation here: the pair's one transfer comes after the evidence (an asynchronous
                 # fault of the kernel surfaces there, and is its crash). Events time the first run.
                 inputs = map_tensors(gpu.inputs, lambda t: t.clone())
+                poison_blocks(gpu.ref32)  # what the outputs' memory holds before the kernel writes (guard.py)
                 begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 begin.record()
                 first = [t.detach().clone() for t in tensors(model_new(*inputs))]
@@ -498,9 +478,9 @@ class JobRun:
                 if not (out.shape == again.shape and out.dtype == again.dtype):
                     repeats.append(False)
                 elif out.is_cuda and again.is_cuda:
-                    repeats.append((_bits(out) == _bits(again)).all())  # on the device, fetched below
+                    repeats.append((bits(out) == bits(again)).all())  # on the device, fetched below
                 else:
-                    repeats.append(torch.equal(_bits(out), _bits(again)))
+                    repeats.append(torch.equal(bits(out), bits(again)))
             device_repeats = [r for r in repeats if isinstance(r, torch.Tensor)]
             evidence, fetched = measure_many(items, engine=job.evidence_engine,
                                              extra=[*device_repeats, self._changed(gpu)])

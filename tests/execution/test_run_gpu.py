@@ -26,6 +26,7 @@ EDITS = [
     ("hang", "if (i < n) {", "volatile const float* spin = x; while (spin[0] == spin[0]) { } if (i < n) {",
      "Timeout"),
     ("huge_allocation", "torch::empty_like(x)", "torch::empty({1LL << 42}, x.options())", "OOM"),
+    ("writes_nothing", "if (i < n) {", "if (i < 0) {", "Ok"),
 ]
 
 
@@ -104,6 +105,17 @@ def test_every_pair_has_a_row_and_only_the_hang_s_other_input_is_inferred(eviden
     assert first.restarts >= 4 and first.hangs == 2  # two crashes, and a hang run twice
     hung = rows[(rows.mutant_id == mutants["hang"].id) & ~rows.inferred.fillna(False).astype(bool)]
     assert list(hung.error_message.str.contains("run again after missing the first deadline")) == [True]
+
+
+@pytest.mark.gpu
+def test_a_kernel_that_writes_nothing_returns_poison_not_the_output_of_the_pair_before(evidence) -> None:
+    """Input by input, the pair before a mutant's is another variant's on the same input (the original's, for
+    the first mutant), whose output is the right answer; the memory its outputs get is poisoned first, so a
+    kernel that writes nothing returns NaN everywhere, on every input."""
+    _, mutants, _, _, _, rows = evidence
+    silent = rows[rows.mutant_id == mutants["writes_nothing"].id]
+    assert len(silent) == 2 and set(silent.status) == {"Ok"}
+    assert (silent.fp32_n_nan_out == silent.fp32_n).all() and (silent.fp32_n > 0).all()
 
 
 @pytest.mark.gpu

@@ -1,5 +1,5 @@
 """The worker's host-side pieces that need no GPU: fresh models from templates (on the device or kept on the
-host), the stray-write checksums, and the helpers over nested outputs."""
+host), the stray-write checksums and the poison, and the helpers over nested outputs."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from oracleaudit.execution import worker
+from oracleaudit.execution import guard, worker
 from oracleaudit.execution.models import ModelTemplates
 from oracleaudit.kernelbench import WEIGHT_SEED
 
@@ -108,20 +108,28 @@ def test_a_model_that_cannot_be_copied_is_constructed_for_every_input() -> None:
         assert torch.equal(out, constructed_the_kernelbench_way(Unpicklable, c))
 
 
+def test_poison_is_pytorch_s_fill_for_uninitialised_memory_in_every_dtype() -> None:
+    items = [torch.zeros(3), torch.zeros(2, dtype=torch.float64), torch.zeros(2, dtype=torch.int32),
+             torch.zeros(2, dtype=torch.uint8), torch.zeros(2, dtype=torch.bool), torch.zeros(0), "not a tensor"]
+    guard.poison(items)
+    assert items[0].isnan().all() and items[1].isnan().all()
+    assert items[2].tolist() == [2**31 - 1] * 2 and items[3].tolist() == [255, 255] and items[4].all()
+
+
 def test_checksums_see_a_changed_byte_in_an_input_or_a_reference() -> None:
     ref = torch.arange(6, dtype=torch.float32)
     items = [torch.ones(3), ref, ref.double(), torch.zeros(3, dtype=torch.uint8)]  # the last: not whole words
-    before = worker.checksums(items)
-    assert torch.equal(before, worker.checksums(items)) and len(before) == 4
+    before = guard.checksums(items)
+    assert torch.equal(before, guard.checksums(items)) and len(before) == 4
     items[0][2] += 1
-    assert not torch.equal(before, worker.checksums(items))
+    assert not torch.equal(before, guard.checksums(items))
     items[0][2] -= 1
-    assert torch.equal(before, worker.checksums(items))
+    assert torch.equal(before, guard.checksums(items))
     items[2][0] = -0.0  # the same value as 0.0, other bits
-    assert not torch.equal(before, worker.checksums(items))
+    assert not torch.equal(before, guard.checksums(items))
     items[2][0] = 0.0
     items[3][1] = 7
-    assert not torch.equal(before, worker.checksums(items))
+    assert not torch.equal(before, guard.checksums(items))
 
 
 
