@@ -4,23 +4,30 @@ writes it and `EvidenceStore.read_table` reads it back (store.py): the same rows
 dtypes as the store it was packed from, in key order. This module is the codec between observation rows and
 the packed tables; store.py owns the folder and its manifest.
 
-Folder contract (`PACKED_VERSION` 2)
+Folder contract (`PACKED_VERSION` 3)
 
     EVIDENCE/
       manifest.json              schema_version (of the rows, as in store.py), layout "packed", packed_version,
-                                 meta, files: {rows|evidence|values|points|linked: {file, rows, sha256}}
+                                 meta, files: {rows|evidence|values|points|linked|mates|loose|far: {file, rows,
+                                 sha256}}
       packed/rows.parquet        one row per observation, in key order
       packed/evidence.parquet    one row per distinct evidence (of either prefix)
       packed/values.parquet      one row per group (below): the hull_r values of its hulls
       packed/points.parquet      one row per hull point of the evidence without a partner, in evidence order
       packed/linked.parquet      one row per hull point of the evidence with a partner, in evidence order
+      packed/mates.parquet       one row per linked point (below) of linked.parquet, in its order
+      packed/loose.parquet       one row per point of linked.parquet that is not linked, in its order
+      packed/far.parquet         one row per point whose q is far from r (q_step 0), points.parquet's then
+                                 loose.parquet's, in their order
 
 Each file carries `oracleaudit.packed_version` and `oracleaudit.schema_version` in its Parquet metadata, and
 is written with brotli level 11, one row group, data pages up to 1 GiB, dictionary-encoded strings, plain
 time_ms, n, out_shape, ref_shape, l2_ref_bits and max_rel_xor, the other numbers byte-stream-split: the same
 bytes for the same rows with the same pyarrow. Files and manifests of another packed_version are refused,
-version 1 (131.5 bytes a row on the bundle; 88.6 in version 2) too: merge it into a plain store with the
-oracleaudit that wrote it, and pack that.
+versions 1 and 2 (131.5 and 88.6 bytes a row on the bundle; 86.4 in version 3) too: merge such a store into a
+plain one with the oracleaudit that wrote it, and pack that. Version 3 keeps version 2's transforms and stores
+each column only where it has values (no column that is null where another is not: those masks were 3.5% of a
+full-density store) and codes the r and the far q of a point as the step from the point before in its hull.
 
 rows.parquet      every observation column that is not an evidence column (`fp32_*`, `fp64_*`), with its
                   type, plus `fp32_evidence` and `fp64_evidence` (int32): the evidence.parquet row holding
@@ -54,11 +61,11 @@ values.parquet    r (list<int64>): the distinct bits of the hull_r values of the
 points.parquet    per hull point (r, d) of an evidence without a partner:
     r_step (int32)   the index of r's bits in its group's list, minus that of the point before in the hull (the
                      first point: the index)
-    q, q_step        q, the output value relative to the reference's sign (|out − ref| = | |ref| − out·sign(ref) |),
+    q_step (int32)   q, the output value relative to the reference's sign (|out − ref| = | |ref| − out·sign(ref) |),
                      as float32: r − d rounded to float32 if D(r, q) gives d's bits back, else r + d rounded;
                      D(r, q) = |r − q| in float64 where compare_dtype is "float64", else |float32(r) − q| in
-                     float32. `q_step` (int32) holds the zigzag of q's bits minus those of r rounded to float32
-                     (both as int32) where that is within ±2**22, else `q` (float32) holds q; the other is null.
+                     float32. 1 + the zigzag of q's bits minus those of r rounded to float32 (both as int32)
+                     where that is within ±2**22, else 0: q is far, in far.parquet
     d_xor (int64)    d's bits XOR those of D(r, q)
 linked.parquet    per hull point (r, d) of an evidence with a partner:
     link (int32)     1 + the zigzag of the place in the partner's hull of the point linked to minus this
@@ -66,11 +73,16 @@ linked.parquet    per hull point (r, d) of an evidence with a partner:
                      partner point whose q gives d back by this evidence's D, with the float32 bits of its r
                      nearest to those of r, the first of equals, where r is a float32 value and the two hulls
                      make at most 2**16 point pairs), 0 for none
-    r (float64)      r, null where linked
-    r_diff (int64)   where linked: the zigzag of r's float32 bits minus those of the partner point's r rounded
-                     to float32 (both as int32; r is that float32 value); else null
-    q, q_step        as in points.parquet where not linked; both null where linked: q is the partner point's q
-    d_xor (int64)    as in points.parquet
+    d_xor (int64)    as in points.parquet; where linked, q is the partner point's q
+mates.parquet     per linked point: r_diff (int64), the zigzag of r's float32 bits minus those of the partner
+                  point's r rounded to float32 (both as int32; r is that float32 value)
+loose.parquet     per point of linked.parquet that is not linked:
+    r_step (int64)   where r is a float32 value: the zigzag of its float32 bits minus those of the r of the point
+                     before in the hull rounded to float32 (as int32, wrapping; the first point: from 0); else null
+    r (float64)      r where r_step is null, else null
+    q_step (int32)   as in points.parquet
+far.parquet       q_step (int64): per point whose q_step is 0, the zigzag of q's float32 bits minus those of the q
+                  of the point before in the hull (as int32, wrapping; the first point: from 0)
 Every transform keeps every bit: a value is either stored or predicted with the difference stored. A store
 whose hull_r and hull_d differ in length or nullness, or hold a null point, is refused (`encode`). What each
 transform saves on the bundle: bench/store_size.py and bench/results/store_size.json.
@@ -93,10 +105,11 @@ from oracleaudit.evidence import arrow_fields
 __all__ = ["FILES", "PACKED_DIR", "PACKED_VERSION", "PACKED_VERSION_KEY", "PREFIXES", "decode", "encode",
            "evidence_column", "load", "write"]
 
-PACKED_VERSION = 2
+PACKED_VERSION = 3
 PACKED_VERSION_KEY = b"oracleaudit.packed_version"
 PACKED_DIR = "packed"
-FILES = ("rows", "evidence", "values", "points", "linked")
+FILES = ("rows", "evidence", "values", "points", "linked", "mates", "loose", "far")
+_HULL_FILES = FILES[2:]  # the files `packed_hull` codes the hulls in
 PREFIXES = ("fp32_", "fp64_")
 _PASSES = ("fp64_", "fp32_")  # evidence ids in order of first use, the fp64 prefix's first
 _FIELDS = {f.name: f.type for f in arrow_fields("")}
@@ -299,7 +312,7 @@ def decode(tables: Mapping[str, pa.Table], schema: pa.Schema, columns: Sequence[
     least the columns `load` reads for them."""
     wanted = list(schema.names if columns is None else columns)
     fields = {evidence_column(n)[1] for n in wanted if evidence_column(n)}
-    hulls = {name: tables[name] for name in ("values", "points", "linked")} if _needs(fields)[1] else None
+    hulls = {name: tables[name] for name in _HULL_FILES} if _needs(fields)[1] else None
     decoded = _decode_evidence(tables["evidence"], hulls, fields) if fields else {}
     rows = tables["rows"]
     out = []
@@ -361,5 +374,5 @@ def load(paths: Mapping[str, Path], schema: pa.Schema, columns: Sequence[str] | 
     rows = [n for n in wanted if evidence_column(n) is None] + [p + "evidence" for p in prefixes]
     tables = {"rows": _read(paths["rows"], rows), "evidence": _read(paths["evidence"], evidence)}
     if hull:
-        tables.update({name: _read(paths[name], None) for name in ("values", "points", "linked")})
+        tables.update({name: _read(paths[name], None) for name in _HULL_FILES})
     return decode(tables, schema, wanted)

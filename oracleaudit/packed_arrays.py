@@ -96,3 +96,21 @@ def combine(codes: Sequence[np.ndarray]) -> np.ndarray:
     for code in codes:
         out = dense(out * (int(code.max(initial=0)) + 1) + code)  # both factors ≤ rows: no overflow
     return out
+
+
+def steps(bits: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Each int32 value (as int64) minus the one before it, wrapping as int32; the `first` ones from 0."""
+    out = bits.copy()
+    out[1:] -= bits[:-1]
+    out[first] = bits[first]
+    return ((out + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+
+
+def chain(values: np.ndarray, stepped: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """The inverse of `steps` where `stepped` (`values` holds the steps there, the values elsewhere): each
+    stepped value is the value before it plus its step (the `first` ones: from 0), wrapping as int32."""
+    starts = np.flatnonzero(~stepped | first)
+    if len(values) and (not len(starts) or starts[0] != 0):
+        starts = np.concatenate([[0], starts])
+    sums = segment_sums(values.astype(np.int64), np.concatenate([starts, [len(values)]]))
+    return (sums & 0xFFFFFFFF).astype(np.uint32).view(np.int32)

@@ -93,48 +93,74 @@ def _links(r: np.ndarray, d: np.ndarray, q: np.ndarray, wide: np.ndarray, length
     return link
 
 
-def _q_columns(q: np.ndarray, r: np.ndarray, stored: np.ndarray) -> dict[str, pa.Array]:
-    """q of the `stored` points as `q_step` where within ±`NEAR`, else as `q`; both null elsewhere."""
-    step = q.view(np.int32) - arrays.f32(r)
-    near = np.abs(step) < NEAR
-    return {"q": pa.array(q, mask=~stored | near), "q_step": pa.array(arrays.zig(step).astype(np.int32), mask=~stored | ~near)}
+def _near_steps(q: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """Each q's `q_step`: 1 + the zigzag of its float32 bits minus those of r rounded to float32 where that
+    is within ±`NEAR`, else 0 (q is in far.parquet)."""
+    step = q.view(np.int32).astype(np.int64) - arrays.f32(r)
+    return np.where(np.abs(step) < NEAR, arrays.zig(step) + 1, 0).astype(np.int32)
 
 
-def _q_from(points: pa.Table, r: np.ndarray, otherwise: np.ndarray) -> np.ndarray:
-    """q from `_q_columns`; `otherwise` where neither column holds it."""
-    step, stored = points.column("q_step"), points.column("q")
-    near = (arrays.f32(r) + arrays.unzig(arrays.num(step, np.int64))).astype(np.int32).view(np.float32)
-    far = np.where(arrays.num(stored.is_valid(), bool), arrays.num(stored, np.float32), otherwise)
-    return np.where(arrays.num(step.is_valid(), bool), near, far)
+def _firsts(lengths: np.ndarray) -> np.ndarray:
+    """Whether each point of hulls of these lengths is its hull's first."""
+    first = np.zeros(int(lengths.sum()), dtype=bool)
+    first[arrays.offsets(lengths)[:-1][lengths > 0]] = True
+    return first
+
+
+def _far_steps(q: np.ndarray, far: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """far.parquet's `q_step` of the `far` points: see `arrays.steps`."""
+    return arrays.zig(arrays.steps(q.view(np.int32).astype(np.int64), first)[far])
+
+
+def _q_back(step: np.ndarray, r: np.ndarray, known: np.ndarray, first: np.ndarray, far: np.ndarray) -> np.ndarray:
+    """q of points (in hull order) from their `q_step` and far.parquet's steps `far` for those whose q_step is 0;
+    `known` where q_step is null (the q of linked points)."""
+    near = (arrays.f32(r) + arrays.unzig(np.maximum(step, 1) - 1)).astype(np.int32).view(np.float32)
+    bits = np.where(step > 0, near, known).view(np.int32).astype(np.int64)
+    bits[step == 0] = arrays.unzig(far)
+    return arrays.chain(bits, step == 0, first).view(np.float32)
 
 
 def encode_hull(ev: pa.Table, hull: tuple[np.ndarray, ...], partner: np.ndarray,
-                 group: np.ndarray) -> tuple[dict[str, pa.Table], np.ndarray]:
-    """The values, points and linked tables of the hulls (r, d, lengths, offsets) and each point's q."""
+                group: np.ndarray) -> tuple[dict[str, pa.Table], np.ndarray]:
+    """The hull files' tables (values, points, linked, mates, loose, far) of the hulls (r, d, lengths, offsets)
+    and each point's q."""
     r, d, lengths, offsets = hull
     row = np.repeat(np.arange(ev.num_rows), lengths)
     wide = np.repeat(arrays.num(pc.equal(ev.column("compare_dtype"), "float64"), bool), lengths)
     q = _choose_q(r, d, wide)
     own, on = np.repeat(partner < 0, lengths), np.repeat(partner >= 0, lengths)
     values, index = _dictionary(r[own], group[row[own]], int(group.max(initial=-1)) + 1)
+    own_step = _near_steps(q[own], r[own])
+    own_first = _firsts(lengths[partner < 0])
     points = pa.table({"r_step": _in_hull_steps(index, arrays.offsets(lengths[partner < 0])).astype(np.int32),
-                       **_q_columns(q[own], r[own], np.ones(own.sum(), dtype=bool)),
+                       "q_step": own_step,
                        "d_xor": arrays.bits(d[own]) ^ arrays.bits(arrays.d_from(r[own], q[own], wide[own]))})
     at = _links(r, d, q, wide, lengths, partner)[on]
     linked = at >= 0
     at = np.where(linked, at, 0)
     lr, lq = r[on], np.where(linked, q[at], q[on])
     place = np.flatnonzero(on) - offsets[row[on]]
+    first = _firsts(lengths[partner >= 0])
     links = pa.table({"link": pa.array(np.where(linked, arrays.zig(at - offsets[row[at]] - place) + 1, 0), type=pa.int32()),
-                      "r": pa.array(lr, mask=linked), "r_diff": pa.array(arrays.zig(arrays.f32(lr) - arrays.f32(r[at])), mask=~linked),
-                      **_q_columns(lq, lr, ~linked), "d_xor": arrays.bits(d[on]) ^ arrays.bits(arrays.d_from(lr, lq, wide[on]))})
+                      "d_xor": arrays.bits(d[on]) ^ arrays.bits(arrays.d_from(lr, lq, wide[on]))})
+    mates = pa.table({"r_diff": arrays.zig(arrays.f32(lr) - arrays.f32(r[at]))[linked]})
+    with np.errstate(all="ignore"):
+        single = arrays.bits(lr) == arrays.bits(lr.astype(np.float32).astype(np.float64))
+    r_step = arrays.zig(arrays.steps(arrays.f32(lr), first))
+    loose_step = _near_steps(lq, lr)
+    loose = pa.table({"r_step": pa.array(r_step[~linked], mask=~single[~linked]),
+                      "r": pa.array(lr[~linked], mask=single[~linked]), "q_step": loose_step[~linked]})
+    step = np.where(linked, -1, loose_step)
+    far = pa.table({"q_step": np.concatenate([_far_steps(q[own], own_step == 0, own_first), _far_steps(lq, step == 0, first)])})
     q[on] = lq
-    return {"values": pa.table({"r": values}), "points": points, "linked": links}, q
+    return {"values": pa.table({"r": values}), "points": points, "linked": links, "mates": mates, "loose": loose,
+            "far": far}, q
 
 
 def decode_hull(tables: Mapping[str, pa.Table], lengths: np.ndarray, partner: np.ndarray, group: np.ndarray,
-                 wide: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The hulls' flat r and d (see `_encode_hull`): the points without a partner, then those with one."""
+                wide: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The hulls' flat r, q and d (see `encode_hull`): the points without a partner, then those with one."""
     offsets = arrays.offsets(lengths)
     r = np.zeros(offsets[-1], dtype=np.float64)
     q = np.zeros(offsets[-1], dtype=np.float32)
@@ -142,20 +168,34 @@ def decode_hull(tables: Mapping[str, pa.Table], lengths: np.ndarray, partner: np
     values = arrays.one(tables["values"].column("r"))
     starts = arrays.num(values.offsets, np.int64)
     entries = arrays.segment_sums(arrays.num(values.flatten(), np.int64), starts)
+    far = arrays.num(tables["far"].column("q_step"), np.int64)
     rows = np.flatnonzero(partner < 0)
     at = arrays.ranges(offsets[rows], lengths[rows])
     points = tables["points"]
     index = arrays.segment_sums(arrays.num(points.column("r_step"), np.int64), arrays.offsets(lengths[rows]))
     r[at] = arrays.floats(entries[starts[np.repeat(group[rows], lengths[rows])] + index])
-    q[at] = _q_from(points, r[at], q[at])
+    step = arrays.num(points.column("q_step"), np.int64)
+    own_far = int((step == 0).sum())
+    q[at] = _q_back(step, r[at], q[at], _firsts(lengths[rows]), far[:own_far])
     xor[at] = arrays.num(points.column("d_xor"), np.int64)
     rows = np.flatnonzero(partner >= 0)
     at = arrays.ranges(offsets[rows], lengths[rows])
-    linked = tables["linked"]
-    link = arrays.num(linked.column("link"), np.int64)
-    mate = np.where(link > 0, np.repeat(offsets[partner[rows]] - offsets[rows], lengths[rows]) + at + arrays.unzig(link - 1), 0)
-    single = (arrays.f32(r[mate]) + arrays.unzig(arrays.num(linked.column("r_diff"), np.int64))).astype(np.int32).view(np.float32)
-    r[at] = np.where(link > 0, single, arrays.num(linked.column("r"), np.float64))
-    q[at] = _q_from(linked, r[at], q[mate])
-    xor[at] = arrays.num(linked.column("d_xor"), np.int64)
+    first = _firsts(lengths[rows])
+    link = arrays.num(tables["linked"].column("link"), np.int64)
+    linked = link > 0
+    mate = np.where(linked, np.repeat(offsets[partner[rows]] - offsets[rows], lengths[rows]) + at + arrays.unzig(link - 1), 0)
+    loose = tables["loose"]
+    bits = arrays.f32(r[mate])
+    bits[linked] += arrays.unzig(arrays.num(tables["mates"].column("r_diff"), np.int64))
+    single = np.zeros(len(at), dtype=bool)
+    single[~linked] = arrays.num(loose.column("r_step").is_valid(), bool)
+    wide_r = np.zeros(len(at), dtype=np.float64)
+    wide_r[~linked] = arrays.num(loose.column("r"), np.float64)
+    bits[~linked] = np.where(single[~linked], arrays.unzig(arrays.num(loose.column("r_step"), np.int64)), arrays.f32(wide_r[~linked]))
+    bits = arrays.chain(bits, single & ~linked, first).astype(np.int64)
+    r[at] = np.where(linked | single, bits.astype(np.int32).view(np.float32).astype(np.float64), wide_r)
+    step = np.full(len(at), -1, dtype=np.int64)
+    step[~linked] = arrays.num(loose.column("q_step"), np.int64)
+    q[at] = _q_back(step, r[at], q[mate], first, far[own_far:])
+    xor[at] = arrays.num(tables["linked"].column("d_xor"), np.int64)
     return r, q, arrays.floats(arrays.bits(arrays.d_from(r, q, np.repeat(wide, lengths))) ^ xor)
