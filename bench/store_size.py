@@ -16,11 +16,16 @@ Steps, each lossless and each on top of the one before, written in memory:
                         float32 output where the reference is float64, grid counts as neighbour differences,
                         rmse/max_abs/max_rel as the xor with their prediction. Its codec is gone: the numbers
                         are the ones this benchmark measured at commit d4ffe8e (PACKED_V1), not measured again
-    packed, zstd 19     the packed layout (version 2, oracleaudit/packed.py) written with zstd level 19 as
-                        version 1 was: also the fp32 evidence coded against its row's fp64 evidence (hull
+    packed v2           version 2 of the packed layout: also the fp32 evidence coded against its row's fp64 evidence (hull
                         points linked to the partner's, statistics and counts as the difference), hull_r as
                         indices into each (problem, input, output)'s distinct values, q as its step from r,
-                        the grid counts of a row side by side, max_abs/max_rel predicted from the outputs
+                        the grid counts of a row side by side, max_abs/max_rel predicted from the outputs.
+                        Its codec is gone: 88.6 bytes a row as this benchmark measured it at commit 676f17a
+                        (PACKED_V2), 132.7 on bench/results/full_run/shard1, not measured again
+    packed, zstd 19     the packed layout (version 3, oracleaudit/packed.py) written with zstd level 19 as
+                        version 1 was: also each column stored only where it has values (mates, loose, far:
+                        no null masks; 3.5% of shard1's bytes, 4.4% with the steps below), unlinked fp32 r and
+                        far q as the step from the point before in the hull (-0.7% each on shard1)
     packed              the packed layout as written: brotli level 11
 The packed store is read back and compared with the rows (every value and dtype) before it is measured.
 
@@ -58,6 +63,7 @@ ROW_GROUPS = ("keys and row", "time_ms", "evidence ids", "hull", "grid counts", 
 PACKED_V1 = {"bytes_per_row": 131.5, "by_group": {"keys and row": 0.4, "time_ms": 2.9, "evidence ids": 0.6, "hull": 79.2,
                                                   "grid counts": 18.4, "statistics": 27.9, "other evidence": 2.0,
                                                   "file overhead": 0.2}}
+PACKED_V2 = 88.6  # packed_version 2 on this bundle (bench/results/store_size.json at 676f17a)
 TARGET_ROWS = 470_000
 STATISTICS = ("l2_diff", "l2_ref", "cosine", "max_abs", "max_rel", "rmse", "rel_l1", "hull_slack")
 VISIT = ["problem", "input_id", "output_index", "mutant_id"]
@@ -200,7 +206,7 @@ def main() -> None:
         zstd = packed.write(packed.encode(ordered), Path(tmp) / "zstd", {}, codec=("zstd", 19))
         steps = {"as written": sum(before.values()), "zstd 19 + split": len(write(table)),
                  "input order": len(write(visit)), "distinct evidence": sum(map(len, distinct_files)),
-                 "packed v1": PACKED_V1["bytes_per_row"] * rows, "packed, zstd 19": sum(by_group(list(zstd.values())).values()),
+                 "packed v1": PACKED_V1["bytes_per_row"] * rows, "packed v2": PACKED_V2 * rows, "packed, zstd 19": sum(by_group(list(zstd.values())).values()),
                  "packed": sum(after.values())}
         samples = {}
         for m in (4, 8, 12, 16):

@@ -4,23 +4,30 @@ writes it and `EvidenceStore.read_table` reads it back (store.py): the same rows
 dtypes as the store it was packed from, in key order. This module is the codec between observation rows and
 the packed tables; store.py owns the folder and its manifest.
 
-Folder contract (`PACKED_VERSION` 2)
+Folder contract (`PACKED_VERSION` 3)
 
     EVIDENCE/
       manifest.json              schema_version (of the rows, as in store.py), layout "packed", packed_version,
-                                 meta, files: {rows|evidence|values|points|linked: {file, rows, sha256}}
+                                 meta, files: {rows|evidence|values|points|linked|mates|loose|far: {file, rows,
+                                 sha256}}
       packed/rows.parquet        one row per observation, in key order
       packed/evidence.parquet    one row per distinct evidence (of either prefix)
       packed/values.parquet      one row per group (below): the hull_r values of its hulls
       packed/points.parquet      one row per hull point of the evidence without a partner, in evidence order
       packed/linked.parquet      one row per hull point of the evidence with a partner, in evidence order
+      packed/mates.parquet       one row per linked point (below) of linked.parquet, in its order
+      packed/loose.parquet       one row per point of linked.parquet that is not linked, in its order
+      packed/far.parquet         one row per point whose q is far from r (q_step 0), points.parquet's then
+                                 loose.parquet's, in their order
 
 Each file carries `oracleaudit.packed_version` and `oracleaudit.schema_version` in its Parquet metadata, and
 is written with brotli level 11, one row group, data pages up to 1 GiB, dictionary-encoded strings, plain
 time_ms, n, out_shape, ref_shape, l2_ref_bits and max_rel_xor, the other numbers byte-stream-split: the same
 bytes for the same rows with the same pyarrow. Files and manifests of another packed_version are refused,
-version 1 (131.5 bytes a row on the bundle; 88.6 in version 2) too: merge it into a plain store with the
-oracleaudit that wrote it, and pack that.
+versions 1 and 2 (131.5 and 88.6 bytes a row on the bundle; 86.4 in version 3) too: merge such a store into a
+plain one with the oracleaudit that wrote it, and pack that. Version 3 keeps version 2's transforms and stores
+each column only where it has values (no column that is null where another is not: those masks were 3.5% of a
+full-density store) and codes the r and the far q of a point as the step from the point before in its hull.
 
 rows.parquet      every observation column that is not an evidence column (`fp32_*`, `fp64_*`), with its
                   type, plus `fp32_evidence` and `fp64_evidence` (int32): the evidence.parquet row holding
@@ -54,11 +61,11 @@ values.parquet    r (list<int64>): the distinct bits of the hull_r values of the
 points.parquet    per hull point (r, d) of an evidence without a partner:
     r_step (int32)   the index of r's bits in its group's list, minus that of the point before in the hull (the
                      first point: the index)
-    q, q_step        q, the output value relative to the reference's sign (|out − ref| = | |ref| − out·sign(ref) |),
+    q_step (int32)   q, the output value relative to the reference's sign (|out − ref| = | |ref| − out·sign(ref) |),
                      as float32: r − d rounded to float32 if D(r, q) gives d's bits back, else r + d rounded;
                      D(r, q) = |r − q| in float64 where compare_dtype is "float64", else |float32(r) − q| in
-                     float32. `q_step` (int32) holds the zigzag of q's bits minus those of r rounded to float32
-                     (both as int32) where that is within ±2**22, else `q` (float32) holds q; the other is null.
+                     float32. 1 + the zigzag of q's bits minus those of r rounded to float32 (both as int32)
+                     where that is within ±2**22, else 0: q is far, in far.parquet
     d_xor (int64)    d's bits XOR those of D(r, q)
 linked.parquet    per hull point (r, d) of an evidence with a partner:
     link (int32)     1 + the zigzag of the place in the partner's hull of the point linked to minus this
@@ -66,11 +73,16 @@ linked.parquet    per hull point (r, d) of an evidence with a partner:
                      partner point whose q gives d back by this evidence's D, with the float32 bits of its r
                      nearest to those of r, the first of equals, where r is a float32 value and the two hulls
                      make at most 2**16 point pairs), 0 for none
-    r (float64)      r, null where linked
-    r_diff (int64)   where linked: the zigzag of r's float32 bits minus those of the partner point's r rounded
-                     to float32 (both as int32; r is that float32 value); else null
-    q, q_step        as in points.parquet where not linked; both null where linked: q is the partner point's q
-    d_xor (int64)    as in points.parquet
+    d_xor (int64)    as in points.parquet; where linked, q is the partner point's q
+mates.parquet     per linked point: r_diff (int64), the zigzag of r's float32 bits minus those of the partner
+                  point's r rounded to float32 (both as int32; r is that float32 value)
+loose.parquet     per point of linked.parquet that is not linked:
+    r_step (int64)   where r is a float32 value: the zigzag of its float32 bits minus those of the r of the point
+                     before in the hull rounded to float32 (as int32, wrapping; the first point: from 0); else null
+    r (float64)      r where r_step is null, else null
+    q_step (int32)   as in points.parquet
+far.parquet       q_step (int64): per point whose q_step is 0, the zigzag of q's float32 bits minus those of the q
+                  of the point before in the hull (as int32, wrapping; the first point: from 0)
 Every transform keeps every bit: a value is either stored or predicted with the difference stored. A store
 whose hull_r and hull_d differ in length or nullness, or hold a null point, is refused (`encode`). What each
 transform saves on the bundle: bench/store_size.py and bench/results/store_size.json.
@@ -82,21 +94,22 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from oracleaudit import packed_arrays as arrays, packed_hull
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.evidence import arrow_fields
 
 __all__ = ["FILES", "PACKED_DIR", "PACKED_VERSION", "PACKED_VERSION_KEY", "PREFIXES", "decode", "encode",
            "evidence_column", "load", "write"]
 
-PACKED_VERSION = 2
+PACKED_VERSION = 3
 PACKED_VERSION_KEY = b"oracleaudit.packed_version"
 PACKED_DIR = "packed"
-FILES = ("rows", "evidence", "values", "points", "linked")
+FILES = ("rows", "evidence", "values", "points", "linked", "mates", "loose", "far")
+_HULL_FILES = FILES[2:]  # the files `packed_hull` codes the hulls in
 PREFIXES = ("fp32_", "fp64_")
 _PASSES = ("fp64_", "fp32_")  # evidence ids in order of first use, the fp64 prefix's first
 _FIELDS = {f.name: f.type for f in arrow_fields("")}
@@ -106,9 +119,6 @@ _BITS = ("l2_diff", "l2_ref", "cosine", "rel_l1")
 _NOT_FINITE = ("n_nan_out", "n_nan_ref", "n_nan_both", "n_inf_mismatch", "n_inf_equal")
 _PARTNERED = (*(n + "_bits" for n in _BITS), "hull_points", "n_unequal", "n_nan_out", "n_inf_mismatch")
 _PLAIN = ("time_ms", "n", "out_shape", "ref_shape", "l2_ref_bits", "max_rel_xor")  # the rest byte-stream-split
-_NEAR = 1 << 22  # q within this many float32 steps of r is stored as the step (measured: 2**16 to 2**24 alike)
-_PAIRS = 1 << 16  # the most point pairs of two hulls that `_links` compares (hulls of 256 points: all)
-_CHUNK = 1 << 22  # point pairs compared at once
 _GROUP = ("problem", "input_id", "output_index")
 _VISIT = [("problem", "ascending"), ("mutant_id", "ascending"), ("input_id", "ascending"),
           ("output_index", "ascending")]  # the key's order (store.KEY_COLUMNS): 3% fewer bytes than by input first
@@ -125,93 +135,17 @@ def evidence_column(name: str) -> tuple[str, str] | None:
 # ---- array helpers --------------------------------------------------------------------------------------
 
 
-def _one(column: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-
-
-def _num(column: pa.Array | pa.ChunkedArray, dtype: Any) -> np.ndarray:
-    """A numeric or boolean column as numpy, nulls as 0."""
-    fill = False if pa.types.is_boolean(column.type) else 0
-    return pc.fill_null(column, fill).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
-
-
-def _bits(values: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(values, dtype=np.float64).view(np.int64)
-
-
-def _floats(bits: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(bits, dtype=np.int64).view(np.float64)
-
-
-def _zig(values: np.ndarray) -> np.ndarray:
-    """Zigzag: 0, -1, 1, -2, ... as 0, 1, 2, 3, ... (int64, wrapping)."""
-    return (values << 1) ^ (values >> 63)
-
-
-def _unzig(values: np.ndarray) -> np.ndarray:
-    return (values.view(np.uint64) >> np.uint64(1)).view(np.int64) ^ -(values & 1)
-
-
-def _dense(values: np.ndarray) -> np.ndarray:
-    """Codes 0..k-1 in order of first appearance."""
-    return pd.factorize(values)[0].astype(np.int64)
-
-
-def _nullable(values: np.ndarray, like: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """values, null where `like` is null."""
-    return pa.array(values, mask=_num(like.is_null(), bool))
-
-
-def _offsets(lengths: np.ndarray) -> np.ndarray:
-    return np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
-
-
-def _per_list(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """The maximum of each list's values; 0 for an empty list."""
-    out = np.zeros(len(offsets) - 1, dtype=np.float64)
-    nonempty = offsets[1:] > offsets[:-1]
-    if nonempty.any():
-        out[nonempty] = np.maximum.reduceat(values, offsets[:-1][nonempty])
-    return out
-
-
-def _f32(r: np.ndarray) -> np.ndarray:
-    """The bits of r rounded to float32, as int64."""
-    with np.errstate(all="ignore"):
-        return r.astype(np.float32).view(np.int32).astype(np.int64)
-
-
-def _far(r: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """|r − q| in float64."""
-    with np.errstate(all="ignore"):
-        return np.abs(r - q.astype(np.float64))
-
-
-def _d_from(r: np.ndarray, q: np.ndarray, wide: np.ndarray) -> np.ndarray:
-    """hull_d's prediction from (r, q): |r − q| in float64 where `wide`, else in float32."""
-    with np.errstate(all="ignore"):
-        return np.where(wide, _far(r, q), np.abs(r.astype(np.float32) - q).astype(np.float64))
-
-
 def _predict(name: str, ev: Mapping[str, Any], r: np.ndarray | None, e: np.ndarray | None,
              offsets: np.ndarray | None) -> np.ndarray:
     """The prediction of rmse, max_abs or max_rel per evidence row (see the module docstring)."""
     if name == "rmse":
-        finite = _num(ev["n"], np.int64) - sum(_num(ev[n], np.int64) for n in _NOT_FINITE)
+        finite = arrays.num(ev["n"], np.int64) - sum(arrays.num(ev[n], np.int64) for n in _NOT_FINITE)
         with np.errstate(all="ignore"):
-            return np.where(finite > 0, _num(ev["l2_diff"], np.float64) / np.sqrt(np.maximum(finite, 1)), 0.0)
+            return np.where(finite > 0, arrays.num(ev["l2_diff"], np.float64) / np.sqrt(np.maximum(finite, 1)), 0.0)
     if name == "max_abs":
-        return _per_list(e, offsets)
+        return arrays.per_list(e, offsets)
     with np.errstate(all="ignore"):
-        return _per_list(np.where(r > 0, e / np.where(r > 0, r, 1.0), 0.0), offsets)
-
-
-def _combine(codes: Sequence[np.ndarray]) -> np.ndarray:
-    """Dense codes of tuples of non-negative integer codes."""
-    out = np.zeros(len(codes[0]) if codes else 0, dtype=np.int64)
-    for code in codes:
-        out = _dense(out * (int(code.max(initial=0)) + 1) + code)  # both factors ≤ rows: no overflow
-    return out
+        return arrays.per_list(np.where(r > 0, e / np.where(r > 0, r, 1.0), 0.0), offsets)
 
 
 # ---- encoding -------------------------------------------------------------------------------------------
@@ -219,21 +153,21 @@ def _combine(codes: Sequence[np.ndarray]) -> np.ndarray:
 
 def _codes(column: pa.Array) -> np.ndarray:
     """Dense integer codes, equal exactly where the column's values (bits and nulls) are equal."""
-    valid = _num(column.is_valid(), np.int64)
+    valid = arrays.num(column.is_valid(), np.int64)
     if pa.types.is_list(column.type):
         items = column.flatten()
-        flat = (_num(items, np.int64) if pa.types.is_integer(items.type)
-                else _bits(items.to_numpy(zero_copy_only=False).astype(np.float64)))
-        null = _num(items.is_null(), np.int64)
+        flat = (arrays.num(items, np.int64) if pa.types.is_integer(items.type)
+                else arrays.bits(items.to_numpy(zero_copy_only=False).astype(np.float64)))
+        null = arrays.num(items.is_null(), np.int64)
         data = np.stack([np.where(null > 0, 0, flat), null], axis=1).tobytes()
-        ends = _offsets(_num(column.value_lengths(), np.int64)) * 16
-        value = _dense(np.array([data[a:b] for a, b in zip(ends[:-1], ends[1:])], dtype=object))
+        ends = arrays.offsets(arrays.num(column.value_lengths(), np.int64)) * 16
+        value = arrays.dense(np.array([data[a:b] for a, b in zip(ends[:-1], ends[1:])], dtype=object))
     elif pa.types.is_string(column.type):
-        value = _num(column.dictionary_encode().indices, np.int64)
+        value = arrays.num(column.dictionary_encode().indices, np.int64)
     elif pa.types.is_floating(column.type):
-        value = _dense(np.where(valid > 0, _bits(column.to_numpy(zero_copy_only=False)), 0))
+        value = arrays.dense(np.where(valid > 0, arrays.bits(column.to_numpy(zero_copy_only=False)), 0))
     else:
-        value = _dense(_num(column, np.int64))
+        value = arrays.dense(arrays.num(column, np.int64))
     return value * 2 + valid
 
 
@@ -246,10 +180,10 @@ def _distinct(table: pa.Table) -> tuple[pa.Table, dict[str, np.ndarray], np.ndar
                              for p in _PASSES]).combine_chunks()
     present = np.zeros(both.num_rows, dtype=bool)
     for name in _FIELDS:
-        present |= _num(both.column(name).is_valid(), bool)
-    code = _combine([_codes(_one(both.column(name))) for name in _FIELDS])
+        present |= arrays.num(both.column(name).is_valid(), bool)
+    code = arrays.combine([_codes(arrays.one(both.column(name))) for name in _FIELDS])
     ids = np.full(both.num_rows, -1, dtype=np.int64)
-    ids[present] = _dense(code[present])
+    ids[present] = arrays.dense(code[present])
     _, first = np.unique(ids[present], return_index=True)
     n = table.num_rows
     back = np.argsort(order)  # the inverse permutation
@@ -258,153 +192,33 @@ def _distinct(table: pa.Table) -> tuple[pa.Table, dict[str, np.ndarray], np.ndar
             order[at % max(n, 1)], at // max(n, 1))
 
 
-def _hull(ev: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(r, d, lengths, offsets) of the hulls, refusing what the layout cannot keep."""
-    r_col, d_col = _one(ev.column("hull_r")), _one(ev.column("hull_d"))
-    lengths = _num(r_col.value_lengths(), np.int64)
-    if (not r_col.is_valid().equals(d_col.is_valid()) or not np.array_equal(lengths, _num(d_col.value_lengths(), np.int64))
-            or r_col.flatten().null_count or d_col.flatten().null_count):
-        raise OracleAuditError("cannot pack evidence whose hull_r and hull_d differ in length or nullness, or hold "
-                               "a null point")
-    flat = [c.flatten().to_numpy(zero_copy_only=False).astype(np.float64) for c in (r_col, d_col)]
-    return flat[0], flat[1], lengths, _offsets(lengths)
-
-
-def _choose_q(r: np.ndarray, d: np.ndarray, wide: np.ndarray) -> np.ndarray:
-    """q (float32, the output relative to the reference's sign): r − d or r + d rounded to float32, the first
-    from which `_d_from` gives d back."""
-    with np.errstate(all="ignore"):
-        low, high = (r - d).astype(np.float32), (r + d).astype(np.float32)
-    return np.where(_bits(_d_from(r, low, wide)) == _bits(d), low, high)
-
-
-def _dictionary(r: np.ndarray, group: np.ndarray, groups: int) -> tuple[pa.Array, np.ndarray]:
-    """Each group's distinct r bits, ascending (as the steps from the one before, the first from 0), and
-    each point's index in its group's list."""
-    bits = _bits(r)
-    order = np.lexsort((bits, group))
-    g, b = group[order], bits[order]
-    new = np.ones(len(b), dtype=bool)
-    new[1:] = (g[1:] != g[:-1]) | (b[1:] != b[:-1])
-    entry = np.cumsum(new) - 1
-    index = np.empty(len(b), dtype=np.int64)
-    starts = _offsets(np.bincount(g[new], minlength=groups))
-    index[order] = entry - starts[g]
-    eg, eb = g[new], b[new]
-    steps = eb.copy()
-    steps[1:] -= np.where(eg[1:] == eg[:-1], eb[:-1], 0)
-    return pa.ListArray.from_arrays(pa.array(starts.astype(np.int32)), pa.array(steps, type=pa.int64())), index
-
-
-def _in_hull_steps(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Each value minus the one before it in its list (the first of a list: itself)."""
-    out = values.copy()
-    out[1:] -= values[:-1]
-    starts = offsets[:-1][offsets[1:] > offsets[:-1]]
-    out[starts] = values[starts]
-    return out
-
-
-def _links(r: np.ndarray, d: np.ndarray, q: np.ndarray, wide: np.ndarray, lengths: np.ndarray,
-           partner: np.ndarray) -> np.ndarray:
-    """For each hull point (flat r, d, q, wide) of an evidence with a partner: the flat index of the partner's
-    point whose q gives its d back (`_d_from`, in its own evidence's arithmetic) and whose r rounded to float32
-    is nearest to its r as bits (the first of equals); -1 for none, or where the two hulls make more than
-    `_PAIRS` point pairs."""
-    offsets = _offsets(lengths)
-    row = np.repeat(np.arange(len(lengths)), lengths)
-    link = np.full(len(r), -1, dtype=np.int64)
-    mate = partner[row]
-    with np.errstate(all="ignore"):
-        single = _bits(r) == _bits(r.astype(np.float32).astype(np.float64))
-    points = np.flatnonzero((mate >= 0) & single & (lengths[row] * lengths[np.maximum(mate, 0)] <= _PAIRS))
-    pairs = _offsets(lengths[mate[points]])
-    bounds = [*(np.searchsorted(pairs, np.arange(0, pairs[-1], _CHUNK), side="right") - 1), len(points)]
-    for start, stop in zip(bounds[:-1], bounds[1:]):
-        chunk = points[start:stop]
-        sizes = lengths[mate[chunk]]
-        own = np.repeat(chunk, sizes)
-        other = _ranges(offsets[mate[chunk]], sizes)
-        found = _bits(_d_from(r[own], q[other], wide[own])) == _bits(d[own])
-        own, other = own[found], other[found]
-        order = np.lexsort((other, np.abs(_f32(r[own]) - _f32(r[other])), own))
-        own, other = own[order], other[order]
-        first = np.unique(own, return_index=True)[1]  # own is sorted: its first point pair
-        link[own[first]] = other[first]
-    return link
-
-
-def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The indices start, start + 1, ... of each (start, length), concatenated."""
-    return np.repeat(starts - _offsets(lengths)[:-1], lengths) + np.arange(int(lengths.sum()))
-
-
-def _q_columns(q: np.ndarray, r: np.ndarray, stored: np.ndarray) -> dict[str, pa.Array]:
-    """q of the `stored` points as `q_step` where within ±`_NEAR`, else as `q`; both null elsewhere."""
-    step = q.view(np.int32) - _f32(r)
-    near = np.abs(step) < _NEAR
-    return {"q": pa.array(q, mask=~stored | near), "q_step": pa.array(_zig(step).astype(np.int32), mask=~stored | ~near)}
-
-
-def _q_from(points: pa.Table, r: np.ndarray, otherwise: np.ndarray) -> np.ndarray:
-    """q from `_q_columns`; `otherwise` where neither column holds it."""
-    step, stored = points.column("q_step"), points.column("q")
-    near = (_f32(r) + _unzig(_num(step, np.int64))).astype(np.int32).view(np.float32)
-    far = np.where(_num(stored.is_valid(), bool), _num(stored, np.float32), otherwise)
-    return np.where(_num(step.is_valid(), bool), near, far)
-
-
-def _encode_hull(ev: pa.Table, hull: tuple[np.ndarray, ...], partner: np.ndarray,
-                 group: np.ndarray) -> tuple[dict[str, pa.Table], np.ndarray]:
-    """The values, points and linked tables of the hulls (r, d, lengths, offsets) and each point's q."""
-    r, d, lengths, offsets = hull
-    row = np.repeat(np.arange(ev.num_rows), lengths)
-    wide = np.repeat(_num(pc.equal(ev.column("compare_dtype"), "float64"), bool), lengths)
-    q = _choose_q(r, d, wide)
-    own, on = np.repeat(partner < 0, lengths), np.repeat(partner >= 0, lengths)
-    values, index = _dictionary(r[own], group[row[own]], int(group.max(initial=-1)) + 1)
-    points = pa.table({"r_step": _in_hull_steps(index, _offsets(lengths[partner < 0])).astype(np.int32),
-                       **_q_columns(q[own], r[own], np.ones(own.sum(), dtype=bool)),
-                       "d_xor": _bits(d[own]) ^ _bits(_d_from(r[own], q[own], wide[own]))})
-    at = _links(r, d, q, wide, lengths, partner)[on]
-    linked = at >= 0
-    at = np.where(linked, at, 0)
-    lr, lq = r[on], np.where(linked, q[at], q[on])
-    place = np.flatnonzero(on) - offsets[row[on]]
-    links = pa.table({"link": pa.array(np.where(linked, _zig(at - offsets[row[at]] - place) + 1, 0), type=pa.int32()),
-                      "r": pa.array(lr, mask=linked), "r_diff": pa.array(_zig(_f32(lr) - _f32(r[at])), mask=~linked),
-                      **_q_columns(lq, lr, ~linked), "d_xor": _bits(d[on]) ^ _bits(_d_from(lr, lq, wide[on]))})
-    q[on] = lq
-    return {"values": pa.table({"r": values}), "points": points, "linked": links}, q
-
-
 def _encode_evidence(ev: pa.Table, partner: np.ndarray, group: np.ndarray) -> dict[str, pa.Table]:
-    r, _, lengths, offsets = hull = _hull(ev)
-    hulls, q = _encode_hull(ev, hull, partner, group)
-    stored = {f: _one(ev.column(f)) for f in _FIELDS}
+    r, _, lengths, offsets = hull = packed_hull.flat_hull(ev)
+    hulls, q = packed_hull.encode_hull(ev, hull, partner, group)
+    stored = {f: arrays.one(ev.column(f)) for f in _FIELDS}
     columns: dict[str, pa.Array] = {}
     for name, column in stored.items():
         if name == "hull_r":
-            columns["hull_points"] = _nullable(lengths, column)
+            columns["hull_points"] = arrays.nullable(lengths, column)
         elif name in _PREDICTED:
-            prediction = _predict(name, stored, r, _far(r, q), offsets)
-            columns[name + "_xor"] = _nullable(_bits(_num(column, np.float64)) ^ _bits(prediction), column)
+            prediction = _predict(name, stored, r, arrays.far(r, q), offsets)
+            columns[name + "_xor"] = arrays.nullable(arrays.bits(arrays.num(column, np.float64)) ^ arrays.bits(prediction), column)
         elif name in _BITS:
-            columns[name + "_bits"] = _nullable(_bits(_num(column, np.float64)), column)
+            columns[name + "_bits"] = arrays.nullable(arrays.bits(arrays.num(column, np.float64)), column)
         elif name not in (*_WITHIN, "hull_d"):
             columns[name] = column
     has = partner >= 0
     counts = [stored[name] for name in _WITHIN]
-    valid = np.stack([_num(count.is_valid(), bool) for count in counts], 1)
-    steps = np.stack([_num(above, np.int64) - _num(count, np.int64) for above, count in zip([stored["n"], *counts], counts)], 1)
+    valid = np.stack([arrays.num(count.is_valid(), bool) for count in counts], 1)
+    steps = np.stack([arrays.num(above, np.int64) - arrays.num(count, np.int64) for above, count in zip([stored["n"], *counts], counts)], 1)
     steps[~valid] = 0  # as read back
-    steps[has] = _zig(steps[has] - steps[partner[has]])
+    steps[has] = arrays.zig(steps[has] - steps[partner[has]])
     columns["within"] = pa.ListArray.from_arrays(pa.array(np.arange(0, steps.size + 1, len(_WITHIN), dtype=np.int32)),
                                                  pa.array(steps.reshape(-1), mask=~valid.reshape(-1)))
     for name in _PARTNERED:
-        values = _num(columns[name], np.int64).copy()
-        values[has] = _zig(values[has] - values[partner[has]])
-        columns[name] = _nullable(values, columns[name])
+        values = arrays.num(columns[name], np.int64).copy()
+        values[has] = arrays.zig(values[has] - values[partner[has]])
+        columns[name] = arrays.nullable(values, columns[name])
     columns["partner"] = pa.array(partner, type=pa.int32(), mask=~has)
     columns["group"] = pa.array(group, type=pa.int32(), mask=has)
     return {"evidence": pa.table(columns), **hulls}
@@ -421,9 +235,9 @@ def encode(table: pa.Table) -> dict[str, pa.Table]:
     for p in PREFIXES:
         rows = rows.append_column(p + "evidence", pa.array(ids[p], type=pa.int32(), mask=ids[p] < 0))
     partner = np.where(first_pass == 1, ids["fp64_"][first_row], -1)
-    key = _combine([_codes(_one(table.column(name))) for name in _GROUP])[first_row]
+    key = arrays.combine([_codes(arrays.one(table.column(name))) for name in _GROUP])[first_row]
     group = np.full(len(partner), -1, dtype=np.int64)
-    group[partner < 0] = _dense(key[partner < 0])
+    group[partner < 0] = arrays.dense(key[partner < 0])
     tables = _encode_evidence(evidence, partner, group)
     return {"rows": rows.combine_chunks(), **{name: t.combine_chunks() for name, t in tables.items()}}
 
@@ -450,77 +264,42 @@ def _needs(fields: set[str]) -> tuple[list[str], bool]:
     return sorted(evidence), hull
 
 
-def _segment_sums(steps: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """The running sums of `steps` within each list (the inverse of `_in_hull_steps`)."""
-    total = np.concatenate([[0], np.cumsum(steps, dtype=np.int64)])
-    return total[1:] - np.repeat(total[offsets[:-1]], np.diff(offsets))
-
-
-def _decode_hull(tables: Mapping[str, pa.Table], lengths: np.ndarray, partner: np.ndarray, group: np.ndarray,
-                 wide: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The hulls' flat r and d (see `_encode_hull`): the points without a partner, then those with one."""
-    offsets = _offsets(lengths)
-    r = np.zeros(offsets[-1], dtype=np.float64)
-    q = np.zeros(offsets[-1], dtype=np.float32)
-    xor = np.zeros(offsets[-1], dtype=np.int64)
-    values = _one(tables["values"].column("r"))
-    starts = _num(values.offsets, np.int64)
-    entries = _segment_sums(_num(values.flatten(), np.int64), starts)
-    rows = np.flatnonzero(partner < 0)
-    at = _ranges(offsets[rows], lengths[rows])
-    points = tables["points"]
-    index = _segment_sums(_num(points.column("r_step"), np.int64), _offsets(lengths[rows]))
-    r[at] = _floats(entries[starts[np.repeat(group[rows], lengths[rows])] + index])
-    q[at] = _q_from(points, r[at], q[at])
-    xor[at] = _num(points.column("d_xor"), np.int64)
-    rows = np.flatnonzero(partner >= 0)
-    at = _ranges(offsets[rows], lengths[rows])
-    linked = tables["linked"]
-    link = _num(linked.column("link"), np.int64)
-    mate = np.where(link > 0, np.repeat(offsets[partner[rows]] - offsets[rows], lengths[rows]) + at + _unzig(link - 1), 0)
-    single = (_f32(r[mate]) + _unzig(_num(linked.column("r_diff"), np.int64))).astype(np.int32).view(np.float32)
-    r[at] = np.where(link > 0, single, _num(linked.column("r"), np.float64))
-    q[at] = _q_from(linked, r[at], q[mate])
-    xor[at] = _num(linked.column("d_xor"), np.int64)
-    return r, q, _floats(_bits(_d_from(r, q, np.repeat(wide, lengths))) ^ xor)
-
-
 def _decode_evidence(ev: pa.Table, hulls: Mapping[str, pa.Table] | None, fields: set[str]) -> dict[str, pa.Array]:
-    stored = {name: _one(ev.column(name)) for name in ev.column_names}
-    partner = np.where(_num(stored["partner"].is_valid(), bool), _num(stored["partner"], np.int64), -1)
+    stored = {name: arrays.one(ev.column(name)) for name in ev.column_names}
+    partner = np.where(arrays.num(stored["partner"].is_valid(), bool), arrays.num(stored["partner"], np.int64), -1)
     has = partner >= 0
     for name in _PARTNERED:
         if name in stored:
-            values = _num(stored[name], np.int64).copy()
-            values[has] = values[partner[has]] + _unzig(values[has])
-            stored[name] = _nullable(values, stored[name])
+            values = arrays.num(stored[name], np.int64).copy()
+            values[has] = values[partner[has]] + arrays.unzig(values[has])
+            stored[name] = arrays.nullable(values, stored[name])
     for name in _BITS:
         if name + "_bits" in stored:
-            stored[name] = _nullable(_floats(_num(stored[name + "_bits"], np.int64)), stored[name + "_bits"])
+            stored[name] = arrays.nullable(arrays.floats(arrays.num(stored[name + "_bits"], np.int64)), stored[name + "_bits"])
     out: dict[str, pa.Array] = {}
     if hulls is not None:
-        lengths = _num(stored["hull_points"], np.int64)
-        group = _num(stored["group"], np.int64)
-        wide = _num(pc.equal(stored["compare_dtype"], "float64"), bool)
-        r, q, d = _decode_hull(hulls, lengths, partner, group, wide)
-        offsets = pa.array(_offsets(lengths).astype(np.int32))
+        lengths = arrays.num(stored["hull_points"], np.int64)
+        group = arrays.num(stored["group"], np.int64)
+        wide = arrays.num(pc.equal(stored["compare_dtype"], "float64"), bool)
+        r, q, d = packed_hull.decode_hull(hulls, lengths, partner, group, wide)
+        offsets = pa.array(arrays.offsets(lengths).astype(np.int32))
         for name, flat in (("hull_r", r), ("hull_d", d)):
             out[name] = pa.ListArray.from_arrays(offsets, pa.array(flat), mask=stored["hull_points"].is_null())
         for name in ("max_abs", "max_rel"):
             if name + "_xor" in stored:
                 residual = stored[name + "_xor"]
-                value = _bits(_predict(name, stored, r, _far(r, q), _offsets(lengths))) ^ _num(residual, np.int64)
-                out[name] = _nullable(_floats(value), residual)
+                value = arrays.bits(_predict(name, stored, r, arrays.far(r, q), arrays.offsets(lengths))) ^ arrays.num(residual, np.int64)
+                out[name] = arrays.nullable(arrays.floats(value), residual)
     if "rmse_xor" in stored:
         residual = stored["rmse_xor"]
-        out["rmse"] = _nullable(_floats(_bits(_predict("rmse", stored, None, None, None)) ^ _num(residual, np.int64)),
+        out["rmse"] = arrays.nullable(arrays.floats(arrays.bits(_predict("rmse", stored, None, None, None)) ^ arrays.num(residual, np.int64)),
                                 residual)
     if "within" in stored:
         items = stored["within"].flatten()
-        steps = _num(items, np.int64).reshape(-1, len(_WITHIN)).copy()
-        steps[has] = steps[partner[has]] + _unzig(steps[has])
-        valid = _num(items.is_valid(), bool).reshape(-1, len(_WITHIN))
-        above = _num(stored["n"], np.int64)
+        steps = arrays.num(items, np.int64).reshape(-1, len(_WITHIN)).copy()
+        steps[has] = steps[partner[has]] + arrays.unzig(steps[has])
+        valid = arrays.num(items.is_valid(), bool).reshape(-1, len(_WITHIN))
+        above = arrays.num(stored["n"], np.int64)
         for k, name in enumerate(_WITHIN):
             value = above - steps[:, k]
             out[name] = pa.array(value, mask=~valid[:, k])
@@ -533,7 +312,7 @@ def decode(tables: Mapping[str, pa.Table], schema: pa.Schema, columns: Sequence[
     least the columns `load` reads for them."""
     wanted = list(schema.names if columns is None else columns)
     fields = {evidence_column(n)[1] for n in wanted if evidence_column(n)}
-    hulls = {name: tables[name] for name in ("values", "points", "linked")} if _needs(fields)[1] else None
+    hulls = {name: tables[name] for name in _HULL_FILES} if _needs(fields)[1] else None
     decoded = _decode_evidence(tables["evidence"], hulls, fields) if fields else {}
     rows = tables["rows"]
     out = []
@@ -595,5 +374,5 @@ def load(paths: Mapping[str, Path], schema: pa.Schema, columns: Sequence[str] | 
     rows = [n for n in wanted if evidence_column(n) is None] + [p + "evidence" for p in prefixes]
     tables = {"rows": _read(paths["rows"], rows), "evidence": _read(paths["evidence"], evidence)}
     if hull:
-        tables.update({name: _read(paths[name], None) for name in ("values", "points", "linked")})
+        tables.update({name: _read(paths[name], None) for name in _HULL_FILES})
     return decode(tables, schema, wanted)

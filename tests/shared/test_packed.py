@@ -73,7 +73,7 @@ def test_a_packed_store_reads_back_every_row_bit_for_bit(sample: Path) -> None:
     assert_same_rows(packed.read_table(), plain.read_table())
     assert packed.done_keys() == plain.done_keys()
     manifest = json.loads(packed.manifest_path.read_text())
-    assert manifest["layout"] == "packed" and manifest["packed_version"] == 2 and manifest["schema_version"] == 2
+    assert manifest["layout"] == "packed" and manifest["packed_version"] == 3 and manifest["schema_version"] == 2
     assert sorted(manifest["files"]) == sorted(FILES) and "parts" not in manifest
     # less than 40% of the bytes of the plain parts
     size = sum(p.stat().st_size for p in (sample / "packed" / PACKED_DIR).iterdir())
@@ -271,10 +271,10 @@ def test_a_packed_store_is_read_only_and_refuses_what_changed(sample: Path, tmp_
     packed.manifest_path.write_text(json.dumps(old))
     with pytest.raises(OracleAuditError, match="needs a `meta` object and a `parts` list"):
         EvidenceStore(tmp_path / "packed").open()
-    for version in (1, 3):  # the layout before (not read) and one after
+    for version in (1, 2, 4):  # the layouts before (version 2: the bundle until now) and one after
         packed.manifest_path.write_text(json.dumps({**manifest, "packed_version": version}))
         with pytest.raises(OracleAuditError, match=rf"^{packed.manifest_path}: packed_version {version} is not the one "
-                                                   r"this oracleaudit reads \(2\)"):
+                                                   r"this oracleaudit reads \(3\)"):
             EvidenceStore(tmp_path / "packed").open()
 
 
@@ -282,13 +282,13 @@ def test_a_packed_file_of_another_version_is_refused_naming_it(sample: Path, tmp
     shutil.copytree(sample / "packed", tmp_path / "packed")
     path = tmp_path / "packed" / PACKED_DIR / "linked.parquet"
     table = pq.read_table(path)
-    pq.write_table(table.replace_schema_metadata({**table.schema.metadata, b"oracleaudit.packed_version": b"3"}), path)
+    pq.write_table(table.replace_schema_metadata({**table.schema.metadata, b"oracleaudit.packed_version": b"2"}), path)
     manifest = json.loads((tmp_path / "packed" / "manifest.json").read_text())
     manifest["files"]["linked"]["sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
     (tmp_path / "packed" / "manifest.json").write_text(json.dumps(manifest))
     store = EvidenceStore(tmp_path / "packed").open()
     assert store.read_table(columns=["problem", "fp32_n"]).num_rows == store.num_rows  # hulls not read
-    with pytest.raises(OracleAuditError, match=rf"^{path}: packed_version '3' is not the one this oracleaudit reads \(2\)$"):
+    with pytest.raises(OracleAuditError, match=rf"^{path}: packed_version '2' is not the one this oracleaudit reads \(3\)$"):
         store.read_table(columns=["fp32_hull_d"])
 
 
@@ -298,3 +298,20 @@ def test_hulls_the_layout_cannot_keep_are_refused(sample: Path, tmp_path: Path) 
     with pytest.raises(OracleAuditError, match="differ in length or nullness"):
         pack_rows(tmp_path / "bad", {"pool": "default"}, pa.Table.from_pylist(rows, schema=OBSERVATION_SCHEMA))
     assert not (tmp_path / "bad" / "manifest.json").exists()
+
+
+def test_each_hull_stream_holds_only_the_points_it_codes(sample: Path) -> None:
+    """Version 3's streams (mates, loose, far) on real rows: one row per linked point, per point not linked,
+    per far q; no column null where another of its file is not (the masks version 2 paid for), and the rows
+    of the sample read back (test above) through every one of them."""
+    folder = sample / "packed" / PACKED_DIR
+    tables = {name: pq.read_table(folder / f"{name}.parquet") for name in FILES}
+    link = tables["linked"].column("link")
+    linked = pc.sum(pc.greater(link, 0)).as_py()
+    assert 0 < linked < len(link)
+    assert tables["mates"].num_rows == linked and tables["loose"].num_rows == len(link) - linked
+    far = sum(pc.sum(pc.equal(tables[name].column("q_step"), 0)).as_py() for name in ("points", "loose"))
+    assert 0 < far == tables["far"].num_rows
+    for name in ("points", "linked", "mates", "far"):
+        assert all(column.null_count == 0 for column in tables[name].columns), name
+    assert tables["loose"].column("r_step").null_count + tables["loose"].column("r").null_count == tables["loose"].num_rows
