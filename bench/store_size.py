@@ -31,10 +31,17 @@ The packed store is read back and compared with the rows (every value and dtype)
 
 Projection: the packed size of the first m mutants of each problem (by id, as --per-solution picks them)
 with every original and reference row, for m = 4, 8, 12, 16 (the bundle); bytes per added mutant row
-between the last two give the rest of the dataset's mutant rows (469,540 rows), and 470,000 rows.
+between the last two give the rest of the dataset's mutant rows (469,540 rows), and 470,000 rows. That
+weighs every problem alike (16 mutants each); the complete dataset weighs each by its mutants (up to 369),
+and the problems with the most mutants have the longest hulls. So, with --run-mutants and --dense (a store
+of some solutions with every mutant, e.g. bench/results/full_run/shard1), a second projection by problem:
+each problem's rows packed alone, bytes a row from the dense store where it has the problem, else the
+bundle's times the median dense/bundle ratio of the problems both have, weighted by the problem's rows in
+the complete dataset (its Pending mutants + the original + the reference rows, times the bundle's rows a
+variant), and scaled by what packing all problems together saves on the dense store.
 
     PYTHONPATH=. python bench/store_size.py [--evidence kill_matrix/evidence] [--mutants kill_matrix/mutants]
-        [--run-mutants out/mutants] [--out bench/results/store_size.json]
+        [--run-mutants out/mutants] [--dense bench/results/full_run/shard1] [--out bench/results/store_size.json]
 """
 
 from __future__ import annotations
@@ -182,11 +189,47 @@ def mutants_folder(folder: Path, run_mutants: Path | None) -> dict:
     return {"bundle": own, "complete": full}
 
 
+def packed_bytes(table: pa.Table, folder: Path, meta: dict) -> int:
+    return sum(path.stat().st_size for path in packed_files(table, folder, meta))
+
+
+def by_problem(table: pa.Table, folder: Path, meta: dict) -> dict[str, tuple[int, int]]:
+    """(rows, packed bytes) of each problem's rows packed alone."""
+    import pyarrow.compute as pc
+
+    column = table.column("problem")
+    return {problem: (part.num_rows, packed_bytes(part, folder / str(index), meta))
+            for index, problem in enumerate(sorted(set(column.to_pylist())))
+            for part in [table.filter(pc.equal(column, problem))]}
+
+
+def weighted_projection(table: pa.Table, meta: dict, dense: Path, run_mutants: Path, folder: Path) -> dict:
+    """The complete dataset's packed evidence projected problem by problem (see the module's docstring)."""
+    dense_store = EvidenceStore(dense).open()
+    dense_table = dense_store.read_table()
+    bundle, full = by_problem(table, folder / "bundle", meta), by_problem(dense_table, folder / "dense", meta)
+    ratio = float(np.median([(full[p][1] / full[p][0]) / (bundle[p][1] / bundle[p][0]) for p in full]))
+    together = packed_bytes(dense_table, folder / "together", dense_store.meta) / sum(b for _, b in full.values())
+    pending = Counter(m.problem for m in read_mutants(run_mutants) if m.status == PENDING)
+    variants = table.select(["problem", "mutant_id"]).to_pandas().groupby("problem").mutant_id.nunique()
+    rows = total = 0.0
+    for problem, (count, size) in bundle.items():
+        complete = count / variants[problem] * (pending[problem] + 2)
+        rate = full[problem][1] / full[problem][0] if problem in full else ratio * size / count
+        rows += complete
+        total += complete * rate * together
+    return {"dense": str(dense), "dense_problems": len(full), "dense_over_bundle_median": round(ratio, 3),
+            "together_over_alone": round(together, 3), "rows": round(rows), "evidence_mib": round(total / MiB, 1),
+            "evidence_bytes_per_row": round(total / rows, 1)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--evidence", type=Path, default=Path("kill_matrix/evidence"))
     parser.add_argument("--mutants", type=Path, default=Path("kill_matrix/mutants"))
     parser.add_argument("--run-mutants", type=Path, help="the run's mutants folder (all its mutants)")
+    parser.add_argument("--dense", type=Path, help="a store of some solutions with every mutant (the projection by "
+                        "problem; needs --run-mutants)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     store = EvidenceStore(args.evidence).open()
@@ -213,6 +256,8 @@ def main() -> None:
             part = first_mutants(table, m)
             size = sum(p.stat().st_size for p in packed_files(part, Path(tmp) / f"m{m}", store.meta))
             samples[m] = {"rows": part.num_rows, "bytes": size}
+        weighted = (weighted_projection(table, store.meta, args.dense, args.run_mutants, Path(tmp) / "weighted")
+                    if args.dense and args.run_mutants else None)
     print(f"{rows} rows; mutant rows with the evidence of the original's row: {same} (both prefixes counted)")
     print(f"{'step':<22} {'bytes/row':>10} {'ratio':>7}")
     for name, size in steps.items():
@@ -244,6 +289,12 @@ def main() -> None:
           f"MiB ({folder['complete']['blocks_4k'] / MiB:.1f} MiB in 4 KiB blocks)")
     print(f"complete bundle ≈ {total / MiB:.1f} MiB (target 40 MiB: the evidence may take "
           f"{(40 * MiB - folder['complete']['bytes'] - provenance) / FULL_ROWS:.1f} bytes/row)")
+    if weighted:
+        print(f"by problem, weighted by their mutants ({weighted['dense_problems']} problems from {weighted['dense']}, "
+              f"the rest at {weighted['dense_over_bundle_median']}× the bundle's rate): packed evidence ≈ "
+              f"{weighted['evidence_mib']} MiB for {weighted['rows']} rows ({weighted['evidence_bytes_per_row']} "
+              f"bytes/row); complete bundle ≈ "
+              f"{(weighted['evidence_mib'] * MiB + folder['complete']['bytes'] + provenance) / MiB:.1f} MiB")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({
@@ -256,7 +307,10 @@ def main() -> None:
                          "evidence_bytes_per_row": round(evidence / FULL_ROWS, 1),
                          f"evidence_mib_at_{TARGET_ROWS}_rows": {k: round(v / MiB, 1) for k, v in at_target.items()},
                          "mutants_folder": folder["complete"],
-                         "bundle_mib": round(total / MiB, 1)}}, indent=1) + "\n")
+                         "bundle_mib": round(total / MiB, 1)},
+            "complete_by_problem": None if weighted is None else {
+                **weighted, "bundle_mib": round((weighted["evidence_mib"] * MiB + folder["complete"]["bytes"]
+                                                 + provenance) / MiB, 1)}}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
