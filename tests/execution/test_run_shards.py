@@ -90,17 +90,11 @@ def _shipped(run_scale, tmp_path: Path, state: dict, monkeypatch) -> tuple[Path,
     """A store of real rows and its state shipped as a call would (paths relative to the repository root);
     returns the store and the folder the pieces unpack in."""
     import subprocess
-    import sys
 
     from oracleaudit.store import EvidenceStore
+    from tests.shared.test_store import META, all_rows
 
     monkeypatch.chdir(tmp_path)
-
-    sys.path.insert(0, str(Path(__file__).parents[1] / "shared"))
-    try:
-        from test_store import META, all_rows
-    finally:
-        sys.path.pop(0)
     store = EvidenceStore(Path("out/shard2")).create(META)
     rows = all_rows()
     store.append(rows[:4])
