@@ -354,8 +354,8 @@ def register_score(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", type=Path, metavar="DIR",
                         help="write kill_matrix.parquet, scores.json and escaped/<oracle>.jsonl here")
     parser.add_argument("--refcheck", type=Path, metavar="FILE",
-                        help="label false alarms by a refcheck.jsonl's verdicts (default: the bundled one, with "
-                             "the bundled evidence)")
+                        help="label false alarms by a refcheck.jsonl's (or .jsonl.gz's) verdicts (default: the "
+                             "bundled one, with the bundled evidence)")
     parser.set_defaults(handler=_run_score)
 
 
@@ -472,8 +472,8 @@ def register_analyze(sub: argparse._SubParsersAction) -> None:
                         help="tolerance-curve: the tolerances (repeatable; default the evidence grid); "
                              "ceiling: the tolerance (default the oracle's own)")
     parser.add_argument("--refcheck", type=Path, metavar="FILE",
-                        help="unrefereeable: add a refcheck.jsonl's verdicts (default: the bundled one, with "
-                             "the bundled evidence)")
+                        help="unrefereeable: add a refcheck.jsonl's (or .jsonl.gz's) verdicts (default: the "
+                             "bundled one, with the bundled evidence)")
     parser.set_defaults(handler=_run_analyze)
 
 

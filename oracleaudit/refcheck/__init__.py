@@ -23,12 +23,14 @@ from oracleaudit.refcheck.reference import Measured, Task, check_device
 from oracleaudit.refcheck.results import (
     FAILED,
     FP64_INCOMPATIBLE,
+    GZIPPED_FILE,
     RESULTS_FILE,
     append_records,
     done_keys,
     identity,
     latest,
     read_records,
+    results_file,
 )
 from oracleaudit.refcheck.verdict import REFEREEABLE, UNREFEREEABLE, judge_reference
 from oracleaudit.scoring.oracle import MATH_MODES, Oracle
@@ -94,7 +96,7 @@ def check_references(problems: Sequence[Problem], oracles: Sequence[Oracle], out
                      progress: Callable[..., None] | None = None) -> Path:
     """Check every problem's reference under every oracle, one process per problem (`jobs` of them at once),
     appending to `out/refcheck.jsonl` in problem order (problems recorded already are skipped; with all of
-    them recorded, `device` need not be present);
+    them recorded, `device` need not be present, and the results may be the read-only refcheck.jsonl.gz);
     `progress(tally=...)` is called once per problem. Returns the results file."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -107,7 +109,7 @@ def check_references(problems: Sequence[Problem], oracles: Sequence[Oracle], out
         raise OracleAuditError(f"--jobs must be ≥ 1, got {jobs}")
     loaded = Pool.load(pool)
     digest = loaded.digest()
-    path = Path(out) / RESULTS_FILE
+    path = results_file(Path(out))
     done = done_keys(path)
     todo = []
     for problem in problems:
@@ -121,6 +123,9 @@ def check_references(problems: Sequence[Problem], oracles: Sequence[Oracle], out
             progress(tally="skipped")
 
     if todo:  # with every record there already, the results need no device (a table printed anywhere)
+        if path.name == GZIPPED_FILE:
+            raise OracleAuditError(f"{path}: {len(todo)} of the problems are not recorded there, and gzipped "
+                                   "results are read-only; gunzip it (or choose another --out) to check them")
         check_device(device)
 
     def check(item: tuple[Problem, list[Oracle], dict[str, Any]]) -> list[dict[str, Any]]:

@@ -9,6 +9,9 @@ failing_inputs (verdict.py defines them; null where the verdict has none); dropp
 oracle the problem has no shape for); seconds (the problem's wall time, its process's start included, shared
 by its oracles' records: the one field that changes from run to run).
 
+A folder's results are `refcheck.jsonl`, or, where only that is there, `refcheck.jsonl.gz`: the same lines
+gzipped (`gzip -9 -n`), read-only (the bundled kill_matrix/refcheck.jsonl.gz: 23 KB against 555 KB).
+
 The last record of a (problem, oracle, device) wins. A record counts as done for a later run when its
 problem file, oracle file, pool and device are unchanged and its verdict is not `failed` (a crash, a
 timeout or an import error is tried again). An incomplete last line (a run killed while writing) is ignored.
@@ -16,6 +19,7 @@ timeout or an import error is tried again). An incomplete last line (a run kille
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from pathlib import Path
@@ -23,27 +27,38 @@ from typing import Any, Iterable, Mapping
 
 from oracleaudit.errors import OracleAuditError
 
-__all__ = ["FAILED", "FP64_INCOMPATIBLE", "RESULTS_FILE", "SCHEMA_VERSION", "VERDICTS", "append_records",
-           "bundled_results", "done_keys", "identity", "latest", "read_records"]
+__all__ = ["FAILED", "FP64_INCOMPATIBLE", "GZIPPED_FILE", "RESULTS_FILE", "SCHEMA_VERSION", "VERDICTS",
+           "append_records", "bundled_results", "done_keys", "identity", "latest", "read_records", "results_file"]
 
 SCHEMA_VERSION = 1
 RESULTS_FILE = "refcheck.jsonl"
+GZIPPED_FILE = RESULTS_FILE + ".gz"  # the same lines, read-only (as shipped)
 FP64_INCOMPATIBLE, FAILED = "fp64_incompatible", "failed"
 VERDICTS = ("refereeable", "unrefereeable", FP64_INCOMPATIBLE, FAILED)
 _IDENTITY = ("problem", "problem_sha256", "oracle", "oracle_sha256", "pool_digest", "device")
 
 
+def results_file(folder: Path) -> Path:
+    """The results file of a folder: refcheck.jsonl, or the gzipped one where only that is there."""
+    plain, gzipped = Path(folder) / RESULTS_FILE, Path(folder) / GZIPPED_FILE
+    return gzipped if gzipped.is_file() and not plain.exists() else plain
+
+
 def bundled_results() -> Path | None:
-    """kill_matrix/refcheck.jsonl: the bundled problems under every catalog oracle, measured on a GPU (what
+    """kill_matrix/refcheck.jsonl.gz: the bundled problems under every catalog oracle, measured on a GPU (what
     `score` and `analyze unrefereeable` label the bundled evidence's false alarms with), or None where this
     installation does not ship it."""
     from oracleaudit.shipped import shipped_dir
 
     try:
-        path = shipped_dir("kill_matrix") / RESULTS_FILE
+        path = results_file(shipped_dir("kill_matrix"))
     except FileNotFoundError:
         return None
     return path if path.is_file() else None
+
+
+def _gzipped(path: Path) -> bool:
+    return path.name.endswith(".gz")
 
 
 def identity(record: Mapping[str, Any]) -> tuple:
@@ -57,7 +72,11 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.exists():
         return []
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    try:
+        data = gzip.decompress(path.read_bytes()) if _gzipped(path) else path.read_bytes()
+    except (OSError, EOFError) as err:
+        raise OracleAuditError(f"{path}: not a gzip file ({err})") from None
+    lines = data.decode("utf-8").splitlines(keepends=True)
     records = []
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
@@ -94,6 +113,8 @@ def append_records(path: Path, records: Iterable[Mapping[str, Any]]) -> None:
     """Append records as JSON lines (sorted keys), flushed to disk before returning; an incomplete last line
     left by a killed run is cut off first."""
     path = Path(path)
+    if _gzipped(path):
+        raise OracleAuditError(f"{path}: gzipped results are read-only; gunzip it to add records")
     path.parent.mkdir(parents=True, exist_ok=True)
     text = "".join(json.dumps({"schema_version": SCHEMA_VERSION, **r}, sort_keys=True, allow_nan=False) + "\n"
                    for r in records)

@@ -1,4 +1,4 @@
-"""The bundled refcheck results (kill_matrix/refcheck.jsonl, made on an H200): current for every bundled
+"""The bundled refcheck results (kill_matrix/refcheck.jsonl.gz, made on an H200): current for every bundled
 problem and catalog oracle, printed without a device, and the labels `score` and `analyze` give the bundled
 evidence's false alarms by default."""
 
@@ -13,28 +13,45 @@ import pytest
 from oracleaudit.cli import main
 from oracleaudit.problem import bundled_root, discover_problems
 from oracleaudit.refcheck import check_references
-from oracleaudit.refcheck.results import RESULTS_FILE
+from oracleaudit.errors import OracleAuditError
+from oracleaudit.refcheck.results import GZIPPED_FILE, append_records, bundled_results, read_records
 from oracleaudit.scoring.oracle import Oracle, catalog, catalog_dir
 from oracleaudit.shipped import shipped_dir
 
-BUNDLED = shipped_dir("kill_matrix") / RESULTS_FILE
+BUNDLED = bundled_results()
 
 
 def test_the_bundled_results_are_current_for_every_bundled_problem_and_catalog_oracle(tmp_path: Path) -> None:
     # A record counts as done only for the problem file, oracle file and pool it was made with (their
     # sha256 and digest): a changed problem or oracle would have to be measured again, which needs a GPU.
-    shutil.copy(BUNDLED, tmp_path / RESULTS_FILE)
+    shutil.copy(BUNDLED, tmp_path / GZIPPED_FILE)
     problems = discover_problems(bundled_root())
     tallies: list[str] = []
     check_references(problems, [Oracle.load(name) for name in catalog()], tmp_path, device="cuda",
                      progress=lambda tally: tallies.append(tally))
     assert len(problems) == 70 and tallies == ["skipped"] * len(problems)
-    assert (tmp_path / RESULTS_FILE).read_bytes() == BUNDLED.read_bytes()  # nothing appended
+    assert (tmp_path / GZIPPED_FILE).read_bytes() == BUNDLED.read_bytes()  # nothing appended
+
+
+def test_gzipped_results_are_read_only_and_a_problem_they_lack_is_one_line_that_says_so(tmp_path: Path) -> None:
+    import gzip
+
+    records = read_records(BUNDLED)
+    assert BUNDLED.name == GZIPPED_FILE and len(records) == 70 * len(catalog())
+    kept = [r for r in records if r["problem"] != "level1/1_ReLU"]
+    (tmp_path / GZIPPED_FILE).write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in kept).encode()))
+    with pytest.raises(OracleAuditError, match="1 of the problems are not recorded there, and gzipped results"):
+        check_references(discover_problems(bundled_root()), [Oracle.load("kernelbench")], tmp_path, device="cuda")
+    with pytest.raises(OracleAuditError, match="read-only; gunzip it"):
+        append_records(tmp_path / GZIPPED_FILE, kept[:1])
+    (tmp_path / "broken.jsonl.gz").write_bytes(b"not gzip")
+    with pytest.raises(OracleAuditError, match="broken.jsonl.gz: not a gzip file"):
+        read_records(tmp_path / "broken.jsonl.gz")
 
 
 def test_recorded_results_print_their_table_and_json_without_a_device(tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture) -> None:
-    shutil.copy(BUNDLED, tmp_path / RESULTS_FILE)
+    shutil.copy(BUNDLED, tmp_path / GZIPPED_FILE)
     oracles = [arg for name in catalog() for arg in ("--oracle", name)]
     assert main(["refcheck", "--out", str(tmp_path), *oracles]) == 0
     table = capsys.readouterr().out

@@ -42,7 +42,7 @@ def test_score_with_no_evidence_flag_audits_the_bundled_evidence(capsys) -> None
     assert main(["score", "--oracle", "kernelbench", "--json"]) == 0
     default = json.loads(capsys.readouterr().out)
     assert main(["score", "--oracle", "kernelbench", "--evidence", str(BUNDLE / "evidence"), "--mutants",
-                 str(BUNDLE / "mutants"), "--refcheck", str(BUNDLE / "refcheck.jsonl"), "--json"]) == 0
+                 str(BUNDLE / "mutants"), "--refcheck", str(BUNDLE / "refcheck.jsonl.gz"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == default
     assert default["oracle"] == "kernelbench"
     assert 0 < default["killed"] <= default["witnessed"]
