@@ -1,9 +1,11 @@
 """Files written whole: under a temporary name in the target's folder, then renamed into place, so a reader
 never sees half a file and a crash leaves the previous one. Written files get the permissions the umask
-gives a new file (a temporary file alone would be 0600, unreadable for others on shared storage)."""
+gives a new file (a temporary file alone would be 0600, unreadable for others on shared storage). And files
+that may ship gzipped: NAME or, where only that is there, NAME.gz holding the same bytes, read either way."""
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import os
 import tempfile
@@ -51,6 +53,24 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def plain_or_gzipped(folder: Path, name: str) -> Path:
+    """folder/name, or folder/name.gz where only that is there."""
+    plain, gzipped = Path(folder) / name, Path(folder) / (name + ".gz")
+    return gzipped if gzipped.is_file() and not plain.exists() else plain
+
+
+def plain_bytes(path: Path, what: str = "gzip file") -> bytes:
+    """A file's bytes, gunzipped when its name ends in .gz (one that is no gzip: an error naming the file and
+    saying it is not a `what`)."""
+    path = Path(path)
+    if path.suffix != ".gz":
+        return path.read_bytes()
+    try:
+        return gzip.decompress(path.read_bytes())
+    except (OSError, EOFError) as err:
+        raise OracleAuditError(f"{path}: not a {what} ({err})") from None
 
 
 def _nearest_existing(path: Path) -> Path:

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from oracleaudit.errors import OracleAuditError
-from oracleaudit.files import write_atomic
+from oracleaudit.files import plain_bytes, plain_or_gzipped, write_atomic
 
 MUTANTS_SCHEMA_VERSION = 1
 MUTANTS_FILE = "mutants.jsonl"
@@ -115,20 +115,12 @@ def write_mutants(out: Path, mutants: list[Mutant], file_texts: dict[str, str]) 
 def mutants_file(folder: Path) -> Path:
     """The mutants file of `folder` — mutants.jsonl, else mutants.jsonl.gz where only that is there — or
     `folder` itself when it is no folder."""
-    if not folder.is_dir():
-        return folder
-    plain = folder / MUTANTS_FILE
-    return folder / MUTANTS_GZ if not plain.is_file() and (folder / MUTANTS_GZ).is_file() else plain
+    return plain_or_gzipped(folder, MUTANTS_FILE) if folder.is_dir() else folder
 
 
 def mutants_bytes(path: Path) -> bytes:
     """The bytes of a mutants file's lines, gunzipped when its name ends in .gz."""
-    if path.suffix != ".gz":
-        return path.read_bytes()
-    try:
-        return gzip.decompress(path.read_bytes())
-    except (OSError, EOFError) as err:
-        raise OracleAuditError(f"{path}: not a gzip-compressed mutants file ({err})") from None
+    return plain_bytes(path, "gzip-compressed mutants file")
 
 
 def mutants_sha256(path: Path) -> str:

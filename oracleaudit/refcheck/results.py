@@ -19,13 +19,13 @@ timeout or an import error is tried again). An incomplete last line (a run kille
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from oracleaudit.errors import OracleAuditError
+from oracleaudit.files import plain_bytes, plain_or_gzipped
 
 __all__ = ["FAILED", "FP64_INCOMPATIBLE", "GZIPPED_FILE", "RESULTS_FILE", "SCHEMA_VERSION", "VERDICTS",
            "append_records", "bundled_results", "done_keys", "identity", "latest", "read_records", "results_file"]
@@ -40,8 +40,7 @@ _IDENTITY = ("problem", "problem_sha256", "oracle", "oracle_sha256", "pool_diges
 
 def results_file(folder: Path) -> Path:
     """The results file of a folder: refcheck.jsonl, or the gzipped one where only that is there."""
-    plain, gzipped = Path(folder) / RESULTS_FILE, Path(folder) / GZIPPED_FILE
-    return gzipped if gzipped.is_file() and not plain.exists() else plain
+    return plain_or_gzipped(folder, RESULTS_FILE)
 
 
 def bundled_results() -> Path | None:
@@ -57,10 +56,6 @@ def bundled_results() -> Path | None:
     return path if path.is_file() else None
 
 
-def _gzipped(path: Path) -> bool:
-    return path.name.endswith(".gz")
-
-
 def identity(record: Mapping[str, Any]) -> tuple:
     """What a record was computed from: a later run with the same identity skips it."""
     return tuple(record.get(name) for name in _IDENTITY)
@@ -72,11 +67,7 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     path = Path(path)
     if not path.exists():
         return []
-    try:
-        data = gzip.decompress(path.read_bytes()) if _gzipped(path) else path.read_bytes()
-    except (OSError, EOFError) as err:
-        raise OracleAuditError(f"{path}: not a gzip file ({err})") from None
-    lines = data.decode("utf-8").splitlines(keepends=True)
+    lines = plain_bytes(path).decode("utf-8").splitlines(keepends=True)
     records = []
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
@@ -113,7 +104,7 @@ def append_records(path: Path, records: Iterable[Mapping[str, Any]]) -> None:
     """Append records as JSON lines (sorted keys), flushed to disk before returning; an incomplete last line
     left by a killed run is cut off first."""
     path = Path(path)
-    if _gzipped(path):
+    if path.suffix == ".gz":
         raise OracleAuditError(f"{path}: gzipped results are read-only; gunzip it to add records")
     path.parent.mkdir(parents=True, exist_ok=True)
     text = "".join(json.dumps({"schema_version": SCHEMA_VERSION, **r}, sort_keys=True, allow_nan=False) + "\n"
