@@ -55,15 +55,6 @@ def _dictionary(r: np.ndarray, group: np.ndarray, groups: int) -> tuple[pa.Array
     return pa.ListArray.from_arrays(pa.array(starts.astype(np.int32)), pa.array(steps, type=pa.int64())), index
 
 
-def _in_hull_steps(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Each value minus the one before it in its list (the first of a list: itself)."""
-    out = values.copy()
-    out[1:] -= values[:-1]
-    starts = offsets[:-1][offsets[1:] > offsets[:-1]]
-    out[starts] = values[starts]
-    return out
-
-
 def _links(r: np.ndarray, d: np.ndarray, q: np.ndarray, wide: np.ndarray, lengths: np.ndarray,
            partner: np.ndarray) -> np.ndarray:
     """For each hull point (flat r, d, q, wide) of an evidence with a partner: the flat index of the partner's
@@ -133,7 +124,7 @@ def encode_hull(ev: pa.Table, hull: tuple[np.ndarray, ...], partner: np.ndarray,
     values, index = _dictionary(r[own], group[row[own]], int(group.max(initial=-1)) + 1)
     own_step = _near_steps(q[own], r[own])
     own_first = _firsts(lengths[partner < 0])
-    points = pa.table({"r_step": _in_hull_steps(index, arrays.offsets(lengths[partner < 0])).astype(np.int32),
+    points = pa.table({"r_step": arrays.steps(index, own_first).astype(np.int32),  # indices: far below 2**31
                        "q_step": own_step,
                        "d_xor": arrays.bits(d[own]) ^ arrays.bits(arrays.d_from(r[own], q[own], wide[own]))})
     at = _links(r, d, q, wide, lengths, partner)[on]
