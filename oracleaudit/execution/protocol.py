@@ -7,7 +7,7 @@ pool inputs. The worker (worker.py) answers through a pipe with the messages bel
     Built                      the job's extensions are loaded
     Rows(reference, input)     the fp32 reference's own rows, for the inputs the job records them for
     Started(variant, input)    before each (variant, input); the supervisor's deadline starts here
-    Rows(variant, input)       after it: the observation rows (one per output tensor)
+    Rows(variant, input)       after it: the observation rows (one per output tensor); none after a replay
     Memory                     after the first (variant, input): the process's peak GPU memory so far
     Fatal                      the CUDA context died during (variant, input); the worker exits next
     Failed                     the job failed as a whole (the worker exits if its CUDA context is dead)
@@ -31,7 +31,10 @@ class Job:
     slice loads the same extensions); `work` lists, in order, each variant to observe (the original first,
     if at all) with the pool input keys to observe it on. `record_references` names the inputs whose
     reference rows this job records. `time_original` makes the worker run the original first on every input
-    without recording it, so the supervisor can scale the mutants' deadlines by its times."""
+    without recording it, so the supervisor can scale the mutants' deadlines by its times. `replay` lists, for
+    a fresh worker that continues a slice, each variant's inputs already recorded in a process that died (by
+    another variant's fault): the worker runs them again, unrecorded and in their place in the order, so a
+    variant keeps across inputs whatever state its process would have had (a static buffer, a call count)."""
 
     solution: str
     problem_path: str
@@ -44,6 +47,7 @@ class Job:
     work: tuple[tuple[str, tuple[str, ...]], ...] = ()
     record_references: tuple[str, ...] = ()
     time_original: bool = False
+    replay: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (variant, input keys run again, unrecorded)
     unbuildable: tuple[tuple[str, str], ...] = ()  # (mutant id, compiler error) found when prebuilding
     device: str = "cuda:0"
     evidence_engine: str = "auto"  # measure.measure_many's engine: auto, torch or fused
@@ -80,6 +84,7 @@ class Built:
 class Started:
     variant: str
     input: str
+    replay: bool = False  # a pair of `Job.replay`: run again, not recorded
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,13 @@ of its own:
   variant's own outcome.
 Inferred rows carry `inferred = True`; scoring treats them as unobserved.
 
+A variant may keep state across inputs in its process (a static output buffer returned again, a call count);
+its row on an input is what it returns after its earlier inputs ran in the same process. When a worker dies
+for another variant's fault (or a pair missed its deadline), the fresh worker first runs each variant's
+inputs recorded since its own last crash again, unrecorded (`Job.replay`), so that state does not depend on
+which other variants shared the process. A variant's own crash gives it a fresh process, as it would alone;
+a replay that crashes or hangs drops that variant's replay and the job goes on.
+
 A fresh worker is forked from a server that has torch imported (`worker_context`), and still costs a CUDA
 context and the extension's load, so the supervisor keeps one spare worker started after the first restart.
 """
@@ -176,7 +183,9 @@ class _Slice:
         self.crashes: Counter = Counter()
         self.missed: set[tuple[str, str]] = set()  # pairs that missed their deadline once: run again
         self.alone: dict[str, list[str]] = {}
+        self.history: dict[str, list[str]] = {}  # inputs each variant ran in its process state (Job.replay)
         self.current: tuple[str, str] | None = None
+        self.replaying = False  # the current pair is a replay
         self.started = 0.0
         self.error: str | None = None
 
@@ -198,7 +207,12 @@ class _Slice:
         deadlines when it is not part of the work and has not been timed yet."""
         return replace(self.job, work=tuple((v, tuple(i)) for v, i in self.work.items()),
                        record_references=tuple(sorted(self.references)),
-                       time_original=ORIGINAL not in self.work and bool(self.work) and not self.original_s)
+                       time_original=ORIGINAL not in self.work and bool(self.work) and not self.original_s,
+                       replay=tuple((v, tuple(self.history[v])) for v in self.work if self.history.get(v)))
+
+    def forget(self, variant: str) -> None:
+        """The variant starts from a fresh process state: after its own crash, or a replay that failed."""
+        self.history.pop(variant, None)
 
 
 class Supervisor:
@@ -293,7 +307,7 @@ class Supervisor:
         job = state.job
         sent = time.monotonic()
         deadline = sent + BUILD_TIMEOUT_S
-        state.current = None
+        state.current, state.replaying = None, False
         while True:
             if self.stop.is_set():
                 self._discard()
@@ -317,6 +331,7 @@ class Supervisor:
                 deadline = now + ORIGINAL_TIMEOUT_S
             elif isinstance(message, Started):
                 state.current, state.started = (message.variant, message.input), now
+                state.replaying = message.replay
                 deadline = now + self._limit(state, message.variant, message.input)
             elif isinstance(message, Rows):
                 self._rows(state, result, message, now, shared)
@@ -328,6 +343,10 @@ class Supervisor:
                 if on_memory is not None:
                     on_memory(message.peak_bytes)
             elif isinstance(message, Fatal):
+                if state.replaying:
+                    self._discard()
+                    return self._replay_failed(state)
+                state.forget(message.variant)
                 state.crashes[message.variant] += 1
                 result.crashes += 1
                 self._cap_crashes(state, result, message.variant, message.input)
@@ -367,7 +386,14 @@ class Supervisor:
             state.alone.setdefault(variant, []).append(key)
             return
         self.on_rows(variant, list(message.rows))
+        state.history.setdefault(variant, []).append(key)
         result.pairs += 1
+
+    def _replay_failed(self, state: _Slice) -> str:
+        """A replay (a pair recorded before, run again) crashed or hung: the variant goes on without it (the
+        worker is discarded already)."""
+        state.forget(state.current[0])
+        return "restart"
 
     def _record_inferred(self, state: _Slice, result: SliceResult, variant: str, status: str, error_class: str,
                          message: str) -> None:
@@ -390,8 +416,10 @@ class Supervisor:
             state.error = f"{job.solution}: the worker gave no sign of progress outside any variant; killed"
             return "failed"
         variant, key = current
-        result.hangs += 1
         result.seconds["hung"] += time.monotonic() - state.started
+        if state.replaying:
+            return self._replay_failed(state)
+        result.hangs += 1
         waited = f"no result within {self._limit(state, variant, key):.0f} s"
         if not state.owed(variant, key):
             if variant == ORIGINAL:
@@ -419,6 +447,8 @@ class Supervisor:
         if current is None:
             state.error = f"{job.solution}: the worker died (exit code {exitcode}) outside any variant"
             return "retry"
+        if state.replaying:
+            return self._replay_failed(state)
         variant, key = current
         result.crashes += 1
         if not state.owed(variant, key):
@@ -427,6 +457,7 @@ class Supervisor:
                 return "failed"
             return "restart"
         state.crashes[variant] += 1
+        state.forget(variant)
         state.take(variant, key)
         self.on_rows(variant, [failure_row(job, variant, key, Status.RUNTIME_ERROR, "WorkerDied",
                                            f"the worker process died (exit code {exitcode})")])

@@ -15,7 +15,9 @@ another variant's stray writes — unless an input's working set is smaller than
 group's inputs fit in host memory; then variant by variant, one template at a time on the GPU. (Copying an
 input and its references to the GPU for every pair was most of a pair's device time: the copies come from
 pageable memory.) The original runs first on every input, so the supervisor knows its time before any
-mutant's deadline.
+mutant's deadline. A fresh worker that continues a slice first runs again, unrecorded and in their place in
+that order, the pairs of `Job.replay` (each variant's inputs recorded in a process that died for another
+variant's fault), so that a variant's state across inputs does not depend on its neighbours in the slice.
 
 Each pair: fresh GPU copies of the input (and of the model, from its template, with the RNG states the
 constructor left), then kernel → reference → kernel (a stale buffer shows in the second run; what the first
@@ -133,6 +135,8 @@ class JobRun:
         self.device_name = torch.cuda.get_device_name(torch.device(self.device))
         self.modes: dict[str, dict[str, Any]] = {}  # an entry's math mode → the flags its rows record
         self.todo: dict[str, set[str]] = {variant: set(inputs) for variant, inputs in job.work}
+        self.replay: dict[str, set[str]] = {variant: set(inputs) for variant, inputs in job.replay
+                                            if variant in self.todo}
         self.solutions: dict[str, Any] = {}  # variant key → loaded solution module, or the exception
         self.memory_sent = False
         self.on_host = False  # templates on the host (input-by-input order)
@@ -175,7 +179,7 @@ class JobRun:
         unknown = set(self.todo) - set(by_key)
         if unknown:
             raise RuntimeError(f"the build plan of {job.solution} has no variants {sorted(unknown)[:3]}")
-        wanted = set().union(*self.todo.values(), job.record_references) if self.todo or job.record_references else set()
+        wanted = set(job.record_references).union(*self.todo.values(), *self.replay.values())
         for group in self._groups([entries[key] for key, *_ in job.entry_keys if key in wanted]):
             self._run_group(group)
         seconds = dict(self.clock.seconds)
@@ -229,19 +233,23 @@ class JobRun:
         self.gpu: GpuEntry | None = None
         self.templates: dict[str, ModelTemplates] = {}
         self.pending_references = {e.key for e in group if e.key in job.record_references}
-        pairs = [(v, e) for v in self.variants for e in group if e.key in self.todo.get(v.key, ())]
+        pairs = [(v, e, e.key not in self.todo.get(v.key, ())) for v in self.variants for e in group
+                 if e.key in self.todo.get(v.key, ()) or e.key in self.replay.get(v.key, ())]
         if pairs:
             by_input = self._by_input(self._host_entry(pairs[0][1]).bytes, len(group))
             if by_input:  # every variant on one input, then the next
                 index = {e.key: i for i, e in enumerate(group)}
                 pairs.sort(key=lambda p: (index[p[1].key], self.variants.index(p[0])))
             self.on_host = by_input
-            for variant, entry in pairs:
+            for variant, entry, replay in pairs:
                 if by_input:
                     self._drop_templates_over_budget()
                 elif variant.key not in self.templates:
                     self.templates.clear()  # variant by variant: one template at a time
-                self._run_pair(variant, entry)
+                if replay:
+                    self._replay_pair(variant, entry)
+                else:
+                    self._run_pair(variant, entry)
         for entry in group:
             if entry.key in self.pending_references:
                 self._gpu_entry(entry)
@@ -389,8 +397,6 @@ class JobRun:
     def _run_pair(self, variant, entry) -> None:
         import torch
 
-        from oracleaudit.pool import math_flags
-
         job = self.job
         where = job.entry(entry.key)
         # The variant's module and the input's references are made before the pair starts: waiting for them
@@ -404,19 +410,9 @@ class JobRun:
                                                  self.mode(entry), None, None)])
             return
         try:
-            model_new = self._fresh_model(variant, solution)
-            with self.clock("execution"), torch.no_grad(), math_flags(entry.math_mode):
-                # No synchronisation here: the pair's one transfer comes after the evidence (an asynchronous
-                # fault of the kernel surfaces there, and is its crash). Events time the first run.
-                inputs = map_tensors(gpu.inputs, lambda t: t.clone())
-                poison_blocks(gpu.ref32)  # what the outputs' memory holds before the kernel writes (guard.py)
-                begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                begin.record()
-                first = [t.detach().clone() for t in tensors(model_new(*inputs))]
-                end.record()
-                self.ref_model(*inputs)  # kernel → reference → kernel: exposes reuse of stale buffers
-                second = [t.detach() for t in tensors(model_new(*inputs))]
-            del model_new, inputs
+            # No synchronisation here: the pair's one transfer comes after the evidence (an asynchronous
+            # fault of the kernel surfaces there, and is its crash).
+            begin, end, first, second = self._execute(variant, solution, gpu)
         except Exception as err:
             traceback.print_exc()
             rows = [row(variant.key, job.problem, where, 0, status_of(err), type(err).__name__, first_line(err),
@@ -439,6 +435,48 @@ class JobRun:
             self._fatal(variant, entry, [row(variant.key, job.problem, where, 0, Status.RUNTIME_ERROR, type(err).__name__,
                                              first_line(err), None, None, self.mode(entry), None, None)], err)
         self._send_rows(variant, entry, rows)
+
+    def _execute(self, variant, solution, gpu: GpuEntry) -> tuple:
+        """Kernel → reference → kernel on a fresh model and a fresh copy of the input, not synchronised:
+        the events timing the first run, the first run's outputs (cloned) and the second's."""
+        import torch
+
+        from oracleaudit.pool import math_flags
+
+        model_new = self._fresh_model(variant, solution)
+        with self.clock("execution"), torch.no_grad(), math_flags(gpu.entry.math_mode):
+            inputs = map_tensors(gpu.inputs, lambda t: t.clone())
+            poison_blocks(gpu.ref32)  # what the outputs' memory holds before the kernel writes (guard.py)
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            first = [t.detach().clone() for t in tensors(model_new(*inputs))]
+            end.record()
+            self.ref_model(*inputs)  # kernel → reference → kernel: exposes reuse of stale buffers
+            second = [t.detach() for t in tensors(model_new(*inputs))]
+        return begin, end, first, second
+
+    def _replay_pair(self, variant, entry) -> None:
+        """Run a pair of `Job.replay` again as it ran before, recording nothing: what the variant's process
+        state would hold had its process not died. A fault that kills the context ends this worker (the
+        supervisor then drops the variant's replay); any other exception was the pair's recorded outcome."""
+        import torch
+
+        solution = self._solution(variant)
+        if isinstance(solution, BaseException):
+            return
+        gpu = self._gpu_entry(entry)
+        self.send(Started(variant.key, entry.key, replay=True))
+        try:
+            self._execute(variant, solution, gpu)
+            torch.cuda.synchronize(self.device)
+        except Exception as err:
+            if is_out_of_memory(err):
+                torch.cuda.empty_cache()
+            if not context_alive():
+                self.send(Fatal(variant.key, entry.key, f"{type(err).__name__}: {first_line(err)}"))
+                os._exit(3)
+        self._intact()
+        self.send(Rows(variant.key, entry.key, ()))
 
     def _send_rows(self, variant, entry, rows: list[dict]) -> None:
         import torch

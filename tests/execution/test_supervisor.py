@@ -46,9 +46,13 @@ def ok_row(variant: str, key: str, status: str = "Ok") -> dict:
 class World:
     """What the scripted workers do: `behaviour[(variant, input)]` is a list of actions, one taken per
     attempt (the last repeats): ok, oom, crash (Fatal), die (the process vanishes), hang, fail (job
-    failure, context alive), fail-dead (job failure, context dead), fail-oom."""
+    failure, context alive), fail-dead (job failure, context dead), fail-oom; a replay's under
+    `("replay:" + variant, input)`. `by_input`: the workers take every variant on one input, then the next
+    (else variant by variant); `replayed` lists the replays they ran, job by job."""
 
     behaviour: dict = field(default_factory=dict)
+    by_input: bool = False
+    replayed: list = field(default_factory=list)
     started: int = 0
     jobs: list = field(default_factory=list)
     attempts: dict = field(default_factory=dict)
@@ -87,31 +91,43 @@ class ScriptedWorker:
         if job.time_original:
             inputs = sorted({k for _, i in work for k in i})
             work = [(ORIGINAL, inputs), *work]
+        replay = dict(job.replay)
+        order = [key for key, *_ in job.entry_keys]
+        pairs = [(v, k, k not in inputs) for v, inputs in work for k in order
+                 if k in inputs or k in replay.get(v, ())]
+        if self.world.by_input:
+            pairs.sort(key=lambda p: order.index(p[1]))  # stable: the variants keep their order
+        replayed = []
+        self.world.replayed.append(replayed)
         first = True
-        for variant, inputs in work:
-            for key in inputs:
-                put(Started(variant, key))
-                action = self.world.action(variant, key)
-                if action == "hang":
-                    self.hanging.wait()
-                    return
-                if action == "die":
-                    self._die(None)
-                    return
-                if action == "crash":
+        for variant, key, again in pairs:
+            put(Started(variant, key, again))
+            action = self.world.action(("replay:" if again else "") + variant, key)
+            if action == "hang":
+                self.hanging.wait()
+                return
+            if action == "die":
+                self._die(None)
+                return
+            if action == "crash":
+                if not again:
                     put(Rows(variant, key, (ok_row(variant, key, "RuntimeError"),)))
-                    put(Fatal(variant, key, "CUDA error: an illegal memory access was encountered"))
+                put(Fatal(variant, key, "CUDA error: an illegal memory access was encountered"))
+                self._die(3)
+                return
+            if action.startswith("fail"):
+                put(Failed("RuntimeError: boom", action != "fail-dead", action == "fail-oom"))
+                if action == "fail-dead":
                     self._die(3)
-                    return
-                if action.startswith("fail"):
-                    put(Failed("RuntimeError: boom", action != "fail-dead", action == "fail-oom"))
-                    if action == "fail-dead":
-                        self._die(3)
-                    return
-                put(Rows(variant, key, (ok_row(variant, key, "OOM" if action == "oom" else "Ok"),)))
-                if first:
-                    put(Memory(1 << 30))
-                    first = False
+                return
+            if again:
+                replayed.append((variant, key))
+                put(Rows(variant, key, ()))
+                continue
+            put(Rows(variant, key, (ok_row(variant, key, "OOM" if action == "oom" else "Ok"),)))
+            if first:
+                put(Memory(1 << 30))
+                first = False
         put(Done({"execution": 0.5}, 1 << 30))
 
     def _die(self, code) -> None:
@@ -190,6 +206,39 @@ def test_a_crash_on_one_input_is_recorded_and_the_variant_goes_on_in_a_fresh_wor
     assert ("m2", (INPUTS[2],)) in resumed.work and ORIGINAL not in resumed.variants()
     assert resumed.time_original is False  # the original's times are already known
     assert resumed.record_references == ()
+
+
+def test_after_another_variant_s_crash_the_fresh_worker_first_replays_what_each_variant_ran() -> None:
+    """Input by input, m2's crash on b kills a process in which the original, m1 and m3 had run: the fresh
+    worker runs their recorded inputs again, unrecorded, so a variant's state across inputs (a static
+    buffer) is what it would have been; m2 itself starts afresh, as after its own crash alone."""
+    world, job = World({("m2", INPUTS[1]): ["crash"]}, by_input=True), make_job()
+    result, recorded, supervisor = supervise(world, job)
+    assert set(recorded) == every_pair(job) and result.errors == []
+    assert supervisor.restarts == 1 and result.crashes == 1
+    resumed = world.jobs[1]
+    assert dict(resumed.replay) == {ORIGINAL: INPUTS[:2], "m1": INPUTS[:2], "m3": INPUTS[:1]}
+    assert world.replayed == [[], [(ORIGINAL, INPUTS[0]), ("m1", INPUTS[0]), ("m3", INPUTS[0]),
+                                   (ORIGINAL, INPUTS[1]), ("m1", INPUTS[1])]]
+
+
+def test_a_pair_run_again_after_a_missed_deadline_is_preceded_by_its_variant_s_replay() -> None:
+    world, job = World({("m1", INPUTS[1]): ["hang", "ok"]}, by_input=True), make_job()
+    result, recorded, _ = supervise(world, job)
+    assert set(recorded) == every_pair(job) and status(recorded, "m1", INPUTS[1]) == ("Ok", False)
+    assert dict(world.jobs[1].replay)["m1"] == INPUTS[:1]
+    assert ("m1", INPUTS[0]) in world.replayed[1]
+
+
+@pytest.mark.parametrize("fault", ["crash", "hang", "die"])
+def test_a_replay_that_fails_drops_that_variant_s_replay_and_records_nothing(fault) -> None:
+    world = World({("m2", INPUTS[1]): ["crash"], ("replay:m1", INPUTS[0]): [fault]}, by_input=True)
+    job = make_job()
+    result, recorded, supervisor = supervise(world, job)
+    assert set(recorded) == every_pair(job) and result.errors == []
+    assert all(status(recorded, v, k) == ("Ok", False) for v, k in every_pair(job) if v == "m1")
+    assert result.crashes == 1 and result.hangs == 0 and supervisor.restarts == 2
+    assert "m1" not in dict(world.jobs[2].replay) and dict(world.jobs[2].replay)["m3"] == INPUTS[:1]
 
 
 def test_a_variant_that_keeps_crashing_has_its_remaining_inputs_inferred_after_max_crashes() -> None:
