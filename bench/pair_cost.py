@@ -6,8 +6,9 @@
              growing with more workers while the GPU reads busy mean the GPU's time is the bound. With
              --orders auto,variant each count runs under both pair orders (the worker's choice, input by input
              where that copies less, against variant by variant as before), and the ratio of their pairs per
-             second is printed; the first run computes the references for all (the others read them from the
-             reference cache), so list the order you claim is faster first.
+             second is printed. An untimed run at the largest count comes first, so that every timed run finds
+             the references in the reference cache and the evidence kernels compiled: measured without it, the
+             first of two runs of the same sample was 20-25% slower than the second whatever its order.
     kernels  one job per sampled solution, each in a child process with the GPU to itself, under
              torch.profiler (CUDA activity): per pair, the device microseconds and launches of its kernels
              and copies by kind (the fused evidence kernels, memory copies and sets, reductions such as the
@@ -104,6 +105,9 @@ def _workers(sample: Path, pool: str, counts: list[int], orders: list[str], work
     from oracleaudit import execution as runner
     from oracleaudit.execution.worker import ORDER_ENV
 
+    started = time.perf_counter()
+    runner.run(sample, work / "evidence-warm-up", pool=pool, workers_per_gpu=max(counts), show_progress=False)
+    print(f"warm-up run (not timed): {time.perf_counter() - started:.1f} s", flush=True)
     results = []
     for count in counts:
         for order in orders:
