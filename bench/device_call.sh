@@ -6,7 +6,7 @@
 #   bash bench/device_call.sh tests [PYTEST ARGS]  the GPU tests (pytest -m gpu -v, every test's duration), cut
 #                                                  LIMIT - 20 s after the start; the log in $OUT/pytest.log (a test
 #                                                  cut off shows as the last line)
-#   bash bench/device_call.sh tests-parallel       the same tests in five pytest processes side by side (the
+#   bash bench/device_call.sh tests-parallel       the same tests in six pytest processes side by side (the
 #                                                  out-of-memory test alone first); logs in $OUT/pytest-*.log
 #   bash bench/device_call.sh full K/N... [--cold] shards K of N of the complete bundled run (run_scale.py full), one
 #                                                  after the other while time is left, each into out/shardK,
@@ -56,9 +56,9 @@ tests)
     tail -1 "$OUT/pytest.log"
     ;;
 tests-parallel)
-    # The out-of-memory test holds all but 12 GiB of the GPU: alone first. Then five groups side by side (the
+    # The out-of-memory test holds all but 12 GiB of the GPU: alone first. Then six groups side by side (the
     # fixture of the uninterrupted run is made once in each group that needs it; the kill-and-resume tests, the
-    # longest, apart), each with its log in $OUT/pytest-gN.log.
+    # longest, one group each: together they took 423 of a 534 s call), each with its log in $OUT/pytest-gN.log.
     export ORACLEAUDIT_CACHE=/tmp/oa-test-cache
     run_tests() {  # NAME PYTEST-ARGS...
         local name=$1; shift
@@ -71,7 +71,8 @@ tests-parallel)
     fixture="$fixture or shared_out or fresh_model or writes_nothing"
     run_tests oom "$run" -k "out_of_memory_while_sharing"
     run_tests g1 "$run" -k "$fixture" &
-    run_tests g2 "$run" -k "stopped_midway" &
+    run_tests g2 "$run" -k "stopped_midway and SIGINT" &
+    run_tests g6 "$run" -k "stopped_midway and SIGKILL" &
     run_tests g5 "$run" -k "killed_at_random" &
     run_tests g3 "$run" -k "not ($fixture or stopped_midway or killed_at_random or out_of_memory_while_sharing)" &
     run_tests g4 tests/execution/test_evidence_kernels.py tests/refcheck/test_refcheck_gpu.py \
