@@ -11,9 +11,10 @@
 #   bash bench/device_call.sh full K/N... [--cold] shards K of N of the complete bundled run (run_scale.py full), one
 #                                                  after the other while time is left, each into out/shardK,
 #                                                  continued from the store left by the last call (the machine
-#                                                  still warm) or from out/carry/shardK.tar.*; each store and its
-#                                                  state back in $OUT as shardK.tar.* (run_scale.py ship: packed
-#                                                  once the shard has ended, else compacted; 15 MiB pieces)
+#                                                  still warm) or from out/carry/shardK.tar.* (a packed store,
+#                                                  merged back into a plain one; a shard that has ended is
+#                                                  skipped); each store, packed, and its state back in $OUT as
+#                                                  shardK.tar.* (run_scale.py ship; 15 MiB pieces)
 #   bash bench/device_call.sh pair-cost [ARGS]     bench/pair_cost.py ARGS on out/full_in/mutants.jsonl's sample
 #   bash bench/device_call.sh sizes PART [ARGS]    bench/size_findings.py PART --work out/size_findings ARGS, the work
 #                                                  folder restored from out/carry/sizes.tar.* and sent back likewise
@@ -89,7 +90,15 @@ full)
     for shard in "${shards[@]}"; do
         [ "$(left 200)" -gt 0 ] || { echo "no time left for shard $shard"; break; }
         k=${shard%/*}
-        restore "shard$k" "out/shard$k"
+        restore "shard$k" "out/shard$k-packed"
+        if python3 -c "import json, sys; from bench.run_scale import ended
+sys.exit(0 if ended(json.load(open('out/scale$k.json'))) else 1)" 2>/dev/null; then
+            echo "shard $shard has ended: skipped"
+            continue
+        fi
+        if [ ! -d "out/shard$k" ] && [ -d "out/shard$k-packed" ]; then
+            python3 -m oracleaudit merge --into "out/shard$k" "out/shard$k-packed" | tail -1
+        fi
         if [ ! -f "out/scale$k.json" ]; then
             python3 -c "import json; m = json.load(open('bench/results/run_scale.json')).get('memory');
 json.dump({'memory': m} if m else {}, open('out/scale$k.json', 'w'))"
@@ -97,7 +106,7 @@ json.dump({'memory': m} if m else {}, open('out/scale$k.json', 'w'))"
         echo "shard $shard"
         python3 bench/run_scale.py full --mutants out/full_in --shard "$shard" --store "out/shard$k" \
             --state "out/scale$k.json" --stop-after "$(left 150)" "$@" 2>&1 | grep -v "^\s*$" | tail -40
-        # packed when it has ended, else compacted; in the background, while the next shard runs
+        # packed, in the background while the next shard runs
         python3 bench/run_scale.py ship --store "out/shard$k" --state "out/scale$k.json" --name "shard$k" \
             --out "$OUT" &
     done

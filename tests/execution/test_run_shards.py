@@ -109,9 +109,10 @@ def _shipped(run_scale, tmp_path: Path, state: dict, monkeypatch) -> tuple[Path,
     return tmp_path / store.path, tmp_path / "back"
 
 
-def test_an_ended_shard_ships_packed_and_an_unfinished_one_compacted_with_its_rows(run_scale, tmp_path: Path,
-                                                                                    monkeypatch):
-    from oracleaudit.store import KEY_COLUMNS, EvidenceStore
+def test_a_shard_ships_packed_and_an_unfinished_one_goes_on_merged_back_with_its_rows(run_scale, tmp_path: Path,
+                                                                                     monkeypatch):
+    from oracleaudit.store import KEY_COLUMNS, EvidenceStore, merge_stores
+    from tests.shared.test_store import all_rows
 
     done = _shard("2/3", [_call(10.0, 5, stopped=False)], holes=0)
     (tmp_path / "done").mkdir()
@@ -124,5 +125,11 @@ def test_an_ended_shard_ships_packed_and_an_unfinished_one_compacted_with_its_ro
     going = _shard("2/3", [_call(10.0, 5, stopped=True)], holes=7)
     (tmp_path / "going").mkdir()
     path, back = _shipped(run_scale, tmp_path / "going", going, monkeypatch)
-    plain = EvidenceStore(back / "out" / "shard2").open()  # where device_call.sh's restore unpacks it
-    assert not plain.packed and len(plain.parts) == 1 and plain.num_rows == EvidenceStore(path).open().num_rows
+    assert not (back / "out" / "shard2").exists()
+    merge_stores(back / "out" / "shard2", [back / "out" / "shard2-packed"])  # device_call.sh's restore
+    plain = EvidenceStore(back / "out" / "shard2").open()
+    in_key_order = EvidenceStore(path).open().read_table().sort_by([(k, "ascending") for k in KEY_COLUMNS])
+    assert not plain.packed and plain.read_table().sort_by([(k, "ascending") for k in KEY_COLUMNS]).equals(in_key_order)
+    more = [{**all_rows()[0], "mutant_id": "another"}]
+    plain.append(more)  # the run goes on appending to it
+    assert plain.num_rows == in_key_order.num_rows + 1
