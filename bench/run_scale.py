@@ -48,6 +48,15 @@ OFFICIAL = {
 REAL_MUTANTS = 8  # per solution, the first by id
 
 
+def _catalog_cover():
+    """The cover `oracleaudit run` uses by default: one input of each catalog oracle."""
+    from functools import partial
+
+    from oracleaudit.scoring.oracle import Oracle, catalog, input_cover
+
+    return partial(input_cover, oracles=[Oracle.load(name) for name in catalog()])
+
+
 def _state(path: Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {}
 
@@ -105,7 +114,8 @@ def full(args) -> None:
         args.mutants = shard(args.mutants, args.shard, Path(tempfile.mkdtemp(prefix="oracleaudit-shard-")))
         state["full"]["shard"] = args.shard
     result = runner.run(args.mutants, args.store, pool="default", workers_per_gpu=args.workers_per_gpu,
-                        stop_after_s=args.stop_after, per_solution=args.per_solution, show_progress=False)
+                        stop_after_s=args.stop_after, per_solution=args.per_solution, show_progress=False,
+                        cover=_catalog_cover())
     summary = result.summary()
     summary["cold_cache"] = not calls and args.cold
     summary["per_solution"] = args.per_solution
@@ -203,7 +213,7 @@ def real(args) -> None:
     mutants = _real_size_inputs(work)
     pool = str(REAL / "pool.toml")
     result = runner.run(mutants, store, pool=pool, workers_per_gpu=args.workers_per_gpu, job_size=args.job_size,
-                        show_progress=False)
+                        show_progress=False, cover=_catalog_cover())
     holes = _holes(mutants, store, pool)
     rows = EvidenceStore(store).open().read(columns=["problem", "mutant_id", "status", "inferred"])
     summary = result.summary()

@@ -189,6 +189,13 @@ def register_run(sub: argparse._SubParsersAction) -> None:
                         help="a variant that crashes the CUDA context goes on in a fresh worker on its other "
                              "inputs; after N such crashes (default: %(default)s; 0: no limit) its remaining "
                              "inputs are recorded as inferred, which scoring treats as unobserved")
+    parser.add_argument("--cover-oracle", action="append", metavar="NAME|FILE", dest="cover",
+                        help="observe, even for a variant whose other inputs are inferred (after --max-crashes "
+                             "crashes, or a hang), one input of each of these oracles (repeatable; default: every "
+                             "catalog oracle), so that each can judge it")
+    parser.add_argument("--no-cover", action="store_true",
+                        help="infer every remaining input of such a variant (the fastest; some oracles may then "
+                             "not observe it)")
     parser.add_argument("--stop-after", type=float, metavar="SECONDS",
                         help="stop after this long as Ctrl-C would (pairs in flight are dropped) and print the "
                              "summary; running again continues")
@@ -199,6 +206,20 @@ def register_run(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_format_arg(parser)
     parser.set_defaults(handler=_run_run)
+
+
+def _cover(args: argparse.Namespace):
+    """The run's cover: one input of each --cover-oracle (default: each catalog oracle); None with --no-cover."""
+    from functools import partial
+
+    from oracleaudit.errors import OracleAuditError
+    from oracleaudit.scoring.oracle import Oracle, catalog, input_cover
+
+    if args.no_cover:
+        if args.cover:
+            raise OracleAuditError("--no-cover and --cover-oracle exclude each other")
+        return None
+    return partial(input_cover, oracles=[Oracle.load(name) for name in args.cover or catalog()])
 
 
 def _run_run(args: argparse.Namespace) -> int:
@@ -212,7 +233,8 @@ def _run_run(args: argparse.Namespace) -> int:
                         scheduler=args.scheduler, timeout_factor=args.timeout_factor,
                         timeout_floor_s=args.timeout_floor, per_solution=args.per_solution, workers_per_gpu=args.workers_per_gpu,
                         job_size=args.job_size, evidence_engine=args.evidence_engine,
-                        max_crashes=args.max_crashes, stop_after_s=args.stop_after, show_progress=not args.json)
+                        max_crashes=args.max_crashes, stop_after_s=args.stop_after, show_progress=not args.json,
+                        cover=_cover(args))
     for line in result.errors:
         print(f"oracleaudit: {line}", file=sys.stderr)
     summary = result.summary()

@@ -30,7 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from oracleaudit.errors import OracleAuditError
-from oracleaudit.execution.plan import JOB_SIZE, build_root, plan_jobs, split_job, variants_to_run
+from oracleaudit.execution.plan import JOB_SIZE, Cover, build_root, plan_jobs, split_job, variants_to_run
 from oracleaudit.execution.protocol import Job
 from oracleaudit.execution.recorder import Recorder, RunResult
 from oracleaudit.execution.scheduler import Scheduler, WorkQueue, prebuild_in_order, require_gpus
@@ -74,13 +74,15 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
         scheduler: str | None = None, timeout_factor: float = 10.0, timeout_floor_s: float = TIMEOUT_FLOOR_S,
         per_solution: int | None = None, workers_per_gpu: int = WORKERS_PER_GPU, job_size: int = JOB_SIZE,
         evidence_engine: str = "auto", max_crashes: int = MAX_CRASHES, stop_after_s: float | None = None,
-        show_progress: bool = True) -> RunResult:
+        show_progress: bool = True, cover: Cover | None = None) -> RunResult:
     """Observe every Pending mutant (and each solution's original) on every input of the pool on the GPUs,
     appending the rows to the evidence store at `out`. Safe to interrupt and run again. With the local
     backend a job is shared out in slices of at most `job_size` variants, at most `workers_per_gpu` at a
     time per GPU (fewer when their memory would not fit). `max_crashes`: sticky crashes of one variant in a
-    slice before its other inputs are inferred (0: no limit). `stop_after_s`: stop starting pairs after that
-    many seconds, as Ctrl-C does (the pairs in flight are dropped), and return what was recorded."""
+    slice before its other inputs are inferred (0: no limit). `cover(problem, input keys)`: the inputs observed
+    even for a variant whose other inputs are inferred (`oracleaudit run`: one input of each catalog oracle,
+    `scoring.oracle.input_cover`). `stop_after_s`: stop starting pairs after that many seconds, as Ctrl-C
+    does (the pairs in flight are dropped), and return what was recorded."""
     from oracleaudit.execution.measure import ENGINES
     from oracleaudit.store import EvidenceStore
     from oracleaudit.terminal import progress_bar
@@ -111,7 +113,7 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
     mutants = read_mutants(mutants_dir)
     with EvidenceStore(out).writing():  # one writer; what a killed run left half-written is removed
         store = open_store(out, pool, mutants_dir / MUTANTS_FILE if mutants_dir.is_dir() else mutants_dir)
-        jobs, errors, recorded = plan_jobs(mutants, pool, build_root(), store.done_keys(), per_solution)
+        jobs, errors, recorded = plan_jobs(mutants, pool, build_root(), store.done_keys(), per_solution, cover)
         jobs = [replace(job, evidence_engine=evidence_engine) for job in jobs]
         result = RunResult(solutions=len(jobs), errors=errors, skipped=recorded)
         if jobs:

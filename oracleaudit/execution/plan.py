@@ -7,21 +7,25 @@ from collections import defaultdict
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from typing import Callable, Sequence
+
 from oracleaudit.execution.protocol import Job
 from oracleaudit.mutant import PENDING, Mutant
 from oracleaudit.problem import problem_at
 from oracleaudit.status import ORIGINAL, REFERENCE
 
-__all__ = ["JOB_SIZE", "build_root", "plan_jobs", "split_job", "variants_to_run"]
+__all__ = ["JOB_SIZE", "Cover", "build_root", "plan_jobs", "split_job", "variants_to_run"]
 
 JOB_SIZE = 48  # variants per slice; every slice loads the extension and runs the original once
+Cover = Callable[[str, Sequence[str]], Sequence[str]]  # (problem label, its input keys) → the keys never inferred
 
 
 def plan_jobs(mutants: list[Mutant], pool: str, build_root: Path, done: set[tuple[str, str, str]],
-              per_solution: int | None = None) -> tuple[list[Job], list[str], int]:
+              per_solution: int | None = None, cover: Cover | None = None) -> tuple[list[Job], list[str], int]:
     """One job per solution file: the original and the Pending mutants (or the first `per_solution` of them
     by id, a deterministic sample), each on the pool inputs without a row in `done` ((problem, mutant_id,
-    input_id) triples). Returns the jobs, error lines, and how many pairs are already recorded."""
+    input_id) triples); each job's `cover` is `cover(problem label, its input keys)`. Returns the jobs, error
+    lines, and how many pairs are already recorded."""
     from oracleaudit.files import file_sha256
     from oracleaudit.pool import Pool, names_a_file
 
@@ -63,7 +67,8 @@ def plan_jobs(mutants: list[Mutant], pool: str, build_root: Path, done: set[tupl
             continue
         jobs.append(Job(solution=str(path.resolve()), problem_path=str(Path(problem_file).resolve()),
                         problem=label, mutants=tuple(asdict(m) for m in group), pool=pool_ref, entry_keys=keys,
-                        build_dir=str(build_root), work=tuple(work), record_references=references, shapes=shapes))
+                        build_dir=str(build_root), work=tuple(work), record_references=references, shapes=shapes,
+                        cover=tuple(cover(label, inputs)) if cover else ()))
     return jobs, errors, recorded
 
 

@@ -34,7 +34,9 @@ class Job:
     without recording it, so the supervisor can scale the mutants' deadlines by its times. `replay` lists, for
     a fresh worker that continues a slice, each variant's inputs already recorded in a process that died (by
     another variant's fault): the worker runs them again, unrecorded and in their place in the order, so a
-    variant keeps across inputs whatever state its process would have had (a static buffer, a call count)."""
+    variant keeps across inputs whatever state its process would have had (a static buffer, a call count).
+    `cover` names inputs the supervisor observes even for a variant whose other inputs it infers (after
+    repeated crashes or a hang): one input of each oracle the run serves (`scoring.oracle.input_cover`)."""
 
     solution: str
     problem_path: str
@@ -48,6 +50,7 @@ class Job:
     record_references: tuple[str, ...] = ()
     time_original: bool = False
     replay: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (variant, input keys run again, unrecorded)
+    cover: tuple[str, ...] = ()  # input keys never inferred
     unbuildable: tuple[tuple[str, str], ...] = ()  # (mutant id, compiler error) found when prebuilding
     device: str = "cuda:0"
     evidence_engine: str = "auto"  # measure.measure_many's engine: auto, torch or fused

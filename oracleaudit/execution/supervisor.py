@@ -13,6 +13,9 @@ of its own:
   exits; or the process just dies) is recorded as RuntimeError and the job continues in a fresh worker on
   the remaining pairs, so a crash on one input leaves no hole on the others. After more than `max_crashes`
   such crashes of one variant its remaining inputs are recorded as inferred RuntimeError rows;
+- inputs of the job's `cover` (one input of each oracle the run serves) are never inferred: a variant past
+  its crashes, or one that hung, is still observed on them, so that each oracle observes it at least once
+  (a hung variant's cover input that misses its deadline is a Timeout at once, not run again);
 - a pair whose rows say OOM while another worker held memory on the same GPU (`shared()`) is not recorded:
   it is handed back in `SliceResult.alone`, to be run again with the GPU to itself, where an OOM is the
   variant's own outcome.
@@ -184,6 +187,7 @@ class _Slice:
         self.missed: set[tuple[str, str]] = set()  # pairs that missed their deadline once: run again
         self.alone: dict[str, list[str]] = {}
         self.history: dict[str, list[str]] = {}  # inputs each variant ran in its process state (Job.replay)
+        self.hung: set[str] = set()  # variants with a recorded Timeout
         self.current: tuple[str, str] | None = None
         self.replaying = False  # the current pair is a replay
         self.started = 0.0
@@ -397,8 +401,13 @@ class Supervisor:
 
     def _record_inferred(self, state: _Slice, result: SliceResult, variant: str, status: str, error_class: str,
                          message: str) -> None:
-        """Record the variant's inputs still to observe as inferred rows (not observed)."""
-        for key in state.work.pop(variant, []):
+        """Record the variant's inputs still to observe as inferred rows (not observed), except those of the
+        job's cover: they stay to observe."""
+        inputs = state.work.pop(variant, [])
+        kept = [key for key in inputs if key in state.job.cover]
+        if kept:
+            state.work[variant] = kept
+        for key in (key for key in inputs if key not in state.job.cover):
             self.on_rows(variant, [failure_row(state.job, variant, key, status, error_class, message, inferred=True)])
             result.pairs += 1
 
@@ -426,12 +435,16 @@ class Supervisor:
                 state.error = f"{job.solution}: the original timed out on {key} ({waited})"
                 return "failed"
             return "restart"
-        if variant != ORIGINAL and (variant, key) not in state.missed:
+        if variant != ORIGINAL and (variant, key) not in state.missed and variant not in state.hung:
             state.missed.add((variant, key))  # run again in a fresh worker, with a longer deadline
             return "restart"
-        if variant != ORIGINAL:
+        if variant in state.hung:
+            waited += ", after it hung on another input"
+        elif variant != ORIGINAL:
             waited += ", run again after missing the first deadline"
         state.take(variant, key)
+        state.hung.add(variant)
+        state.forget(variant)  # its own hang ended its process: a fresh state from here, as after a crash
         self.on_rows(variant, [failure_row(job, variant, key, Status.TIMEOUT, "TimeoutError", waited)])
         result.pairs += 1
         self._record_inferred(state, result, variant, Status.TIMEOUT, "TimeoutError",

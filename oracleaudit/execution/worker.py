@@ -40,10 +40,10 @@ import sys
 import time
 import traceback
 from collections import OrderedDict, defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from oracleaudit.execution.entries import GpuEntry, HostEntry
 from oracleaudit.execution.guard import bits, checksums, poison_blocks
 from oracleaudit.execution.models import ModelTemplates
 from oracleaudit.execution.observation import first_line, is_out_of_memory, row, status_of
@@ -86,37 +86,6 @@ class PhaseClock:
             yield
         finally:
             self.seconds[phase] += time.perf_counter() - started
-
-
-@dataclass
-class HostEntry:
-    """One pool input of a group on the host: its inputs and the two references."""
-
-    entry: Any
-    inputs: list
-    ref32: list
-    ref64: list
-
-    @property
-    def bytes(self) -> int:
-        return tensor_bytes(self.inputs) + tensor_bytes(self.ref32) + tensor_bytes(self.ref64)
-
-
-@dataclass
-class GpuEntry:
-    """The entry on the GPU: a pristine copy of the inputs (each pair runs on a clone of it) and the
-    references, with the checksums they and the Model must keep (a tensor on the GPU, computed there when the
-    copy is made: neither a synchronisation nor a pass over the host copies)."""
-
-    entry: Any
-    inputs: list
-    ref32: list
-    ref64: list
-    sums: Any = None
-
-    @property
-    def key(self) -> str:
-        return self.entry.key
 
 
 class JobRun:

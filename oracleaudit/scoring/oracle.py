@@ -20,7 +20,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from oracleaudit import fields
 from oracleaudit.errors import OracleAuditError
@@ -295,6 +295,22 @@ def catalog_dir() -> Path:
 def catalog() -> list[str]:
     """The names of the catalog protocols, sorted."""
     return sorted(p.stem for p in catalog_dir().glob("*.toml"))
+
+
+def input_cover(problem: str, keys: Sequence[str], oracles: Sequence[Oracle]) -> tuple[str, ...]:
+    """A small set of the pool input `keys` of `problem` that holds, for each oracle drawing any of them, one
+    it draws (greedily: the key drawn by the most oracles not yet covered, the first in `keys` of equals), in
+    `keys` order. A kernel that fails on every input is killed by each of these oracles once it is observed on
+    the cover: the run stage observes a variant's cover inputs even where it infers the rest (supervisor.py)."""
+    drawn = [{k for k in keys if any(stage.applies(problem) and stage.draws(k) for stage in oracle.stages)}
+             for oracle in oracles]
+    open_sets = [d for d in drawn if d]
+    chosen: list[str] = []
+    while open_sets:
+        best = max(keys, key=lambda k: (sum(k in d for d in open_sets), -keys.index(k)))
+        chosen.append(best)
+        open_sets = [d for d in open_sets if best not in d]
+    return tuple(k for k in keys if k in chosen)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -104,6 +104,28 @@ def test_prebuilding_reports_each_job_once_and_whether_it_built(workdir: Path) -
     assert sorted(handed) == sorted([(stale.solution, False), (gone.solution, False)])
 
 
+def test_each_job_carries_the_cover_of_the_oracles_it_is_planned_for(workdir: Path) -> None:
+    from functools import partial
+
+    from oracleaudit.scoring.oracle import Oracle, input_cover
+
+    cover = partial(input_cover, oracles=[Oracle.load("kernelbench"), Oracle.load("sol-execbench")])
+    (job,), _, _ = runner.plan_jobs(read_mutants(Path("mutants")), str(workdir / "tiny_pool.toml"), workdir / "b",
+                                    set(), None, cover)
+    # sol-execbench draws none of the tiny pool's inputs: only kernelbench's first trial is covered
+    assert job.cover == ("official/s=734796314/official",)
+    assert plan(workdir)[0][0].cover == ()
+
+
+def test_run_s_cover_flags_exclude_each_other(workdir: Path, capsys) -> None:
+    from oracleaudit.cli import main
+
+    assert main(["run", "--mutants", "mutants", "--out", "evidence", "--no-cover", "--cover-oracle", "kernelbench"]) == 2
+    assert capsys.readouterr().err.strip() == "oracleaudit: error: --no-cover and --cover-oracle exclude each other"
+    assert main(["run", "--mutants", "mutants", "--out", "evidence", "--cover-oracle", "nope"]) == 2
+    assert "no catalog oracle named 'nope'" in capsys.readouterr().err
+
+
 def test_a_solution_changed_since_mutate_is_reported_and_not_run(workdir: Path) -> None:
     solution = workdir / "solutions" / "level1" / "1_ScaleShift.py"
     solution.write_text(solution.read_text() + "\n# edited\n")

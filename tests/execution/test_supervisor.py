@@ -252,6 +252,32 @@ def test_a_variant_that_keeps_crashing_has_its_remaining_inputs_inferred_after_m
     assert supervisor.restarts == 2
 
 
+def test_past_max_crashes_the_cover_inputs_are_still_observed_and_only_the_rest_inferred() -> None:
+    from dataclasses import replace
+
+    world = World({("m1", key): ["crash"] for key in INPUTS})
+    job = replace(make_job(inputs=INPUTS), cover=(INPUTS[2],))
+    result, recorded, supervisor = supervise(world, job, max_crashes=1)
+    assert set(recorded) == every_pair(job) and result.errors == []
+    assert [status(recorded, "m1", k) for k in INPUTS] == [("RuntimeError", False)] * 3  # nothing inferred
+    assert supervisor.restarts == 3 and result.crashes == 3
+
+
+def test_a_hung_variant_is_still_observed_on_the_cover_once_each_and_inferred_elsewhere() -> None:
+    from dataclasses import replace
+
+    inputs = (*INPUTS, "d/s=3/official")
+    world = World({("m3", key): ["hang"] for key in inputs})
+    job = replace(make_job(inputs=inputs, references=()), cover=(inputs[0], inputs[3]))
+    result, recorded, supervisor = supervise(world, job)
+    assert set(recorded) == every_pair(job) and result.errors == []
+    assert [status(recorded, "m3", k) for k in inputs] == [("Timeout", False), ("Timeout", True),
+                                                           ("Timeout", True), ("Timeout", False)]
+    assert "after it hung on another input" in recorded[("m3", inputs[3])][0]["error_message"]
+    # the first hang is run again once (two deadlines); the cover input after it is not: three in all
+    assert result.hangs == 3 and supervisor.restarts == 3
+
+
 def test_with_no_crash_limit_every_input_is_observed() -> None:
     world = World({("m1", key): ["crash"] for key in INPUTS})
     _, recorded, supervisor = supervise(world, make_job(), max_crashes=0)

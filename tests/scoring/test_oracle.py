@@ -275,3 +275,28 @@ def test_a_selector_of_trial_weights_matches_only_the_trial_weights_key() -> Non
     trial = InputSelector(distribution="normal", seeds=(7,), weights="trial")
     assert trial.matches("normal/weights=trial/s=7/official") and not trial.matches("normal/s=7/official")
     assert not InputSelector(distribution="normal", seeds=(7,)).matches("normal/weights=trial/s=7/official")
+
+
+def test_the_input_cover_holds_one_input_of_each_catalog_oracle_for_every_bundled_problem() -> None:
+    from oracleaudit.problem import bundled_root, problem_at
+    from oracleaudit.scoring.oracle import input_cover
+
+    oracles = [Oracle.load(name) for name in CATALOG]
+    pool = Pool.load("default")
+    for path in sorted(bundled_root().glob("level*/*.py")):
+        problem = problem_at(path)
+        keys = [e.key for e in pool.entries_for(problem)]
+        cover = input_cover(problem.label, keys, oracles)
+        assert list(cover) == [k for k in keys if k in cover], "in pool order"
+        for oracle in oracles:
+            draws = {k for k in keys if any(s.applies(problem.label) and s.draws(k) for s in oracle.stages)}
+            assert not draws or draws & set(cover), (problem.label, oracle.name)
+        assert len(cover) <= 6, (problem.label, cover)  # the six oracles' input sets that share no input
+    label = "level1/19_L2Norm"
+    keys = [e.key for e in pool.entries_for(problem_at(bundled_root() / f"{label}.py"))]
+    assert input_cover(label, keys, oracles) == (
+        "official/s=734796314/official", "normal/s=734796314/official",
+        "normal/math=no_tf32/weights=trial/s=734796314/official", "normal/s=200/official", "official/s=0/official",
+        "mixed_range/s=42/official")
+    assert input_cover(label, keys, [Oracle.load("kernelbench")]) == ("official/s=734796314/official",)
+    assert input_cover(label, keys, []) == ()

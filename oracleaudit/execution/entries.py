@@ -1,0 +1,41 @@
+"""A pool input's working set as a worker holds it: on the host (its inputs and its two references, kept
+for the pairs still to come) and on the GPU (a pristine copy each pair clones, with the checksums that catch
+stray writes). worker.py makes and uses them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from oracleaudit.tensors import tensor_bytes
+
+
+@dataclass
+class HostEntry:
+    """One pool input of a group on the host: its inputs and the two references."""
+
+    entry: Any
+    inputs: list
+    ref32: list
+    ref64: list
+
+    @property
+    def bytes(self) -> int:
+        return tensor_bytes(self.inputs) + tensor_bytes(self.ref32) + tensor_bytes(self.ref64)
+
+
+@dataclass
+class GpuEntry:
+    """The entry on the GPU: a pristine copy of the inputs (each pair runs on a clone of it) and the
+    references, with the checksums they and the Model must keep (a tensor on the GPU, computed there when the
+    copy is made: neither a synchronisation nor a pass over the host copies)."""
+
+    entry: Any
+    inputs: list
+    ref32: list
+    ref64: list
+    sums: Any = None
+
+    @property
+    def key(self) -> str:
+        return self.entry.key
