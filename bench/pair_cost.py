@@ -18,7 +18,8 @@
              of a GPU that reads busy goes to switching between the workers' contexts.
 
 The sample: the first --per-solution Pending mutants by id (`run --per-solution`'s rule) of --solutions
-solutions spread evenly over a full `oracleaudit mutate` output in path order. The kernels part runs after the
+solutions spread evenly over a full `oracleaudit mutate` output in path order, or of the --solution files named
+(e.g. the problems with the largest outputs, where shard 1 of the bundled run spent 33 ms a pair in evidence). The kernels part runs after the
 workers part, so references come from the reference cache, as in a long run. A job whose variant kills the
 CUDA context ends its child (it is reported as lost, with its exit code).
 
@@ -84,14 +85,17 @@ def summarize(records: list[dict]) -> dict:
     }
 
 
-def _sample(mutants: Path, solutions: int, per_solution: int, out: Path) -> list[str]:
+def _sample(mutants: Path, solutions: int, per_solution: int, out: Path, named: list[str] = ()) -> list[str]:
     from oracleaudit.mutant import PENDING, read_mutants
 
     sources = sorted({m.source for m in read_mutants(mutants) if m.status == PENDING})
     if not sources:
         raise SystemExit(f"pair_cost.py: error: {mutants}: no Pending mutants")
+    unknown = [s for s in named if s not in sources]
+    if unknown:
+        raise SystemExit(f"pair_cost.py: error: {mutants}: no Pending mutants of {', '.join(unknown)}")
     step = max(1, len(sources) // solutions)
-    chosen = sources[::step][:solutions]
+    chosen = list(named) or sources[::step][:solutions]
     subprocess.run([sys.executable, str(ROOT / "bench" / "sample_mutants.py"), "--mutants", str(mutants),
                     "--per-solution", str(per_solution), "--out", str(out), *chosen], check=True)
     return chosen
@@ -194,6 +198,9 @@ def main() -> None:
     parser.add_argument("--pool", default="default")
     parser.add_argument("--solutions", type=int, default=8, help="solutions in the sample (default 8)")
     parser.add_argument("--per-solution", type=int, default=4, help="mutants per solution (default 4)")
+    parser.add_argument("--solution", action="append", default=[], metavar="PATH",
+                        help="a solution file to sample, as the mutants file names it (repeatable; instead of "
+                             "--solutions)")
     parser.add_argument("--workers", type=_counts, default=[1, 2, 4, 8], metavar="N,N,...",
                         help="--workers-per-gpu values to time (default 1,2,4,8)")
     parser.add_argument("--orders", default="auto", metavar="ORDER,...",
@@ -213,7 +220,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="oracleaudit-pair-cost-"))
     try:
         sample = work / "mutants"
-        chosen = _sample(args.mutants, args.solutions, args.per_solution, sample)
+        chosen = _sample(args.mutants, args.solutions, args.per_solution, sample, args.solution)
         prebuild(sample, args.pool)
         workers = _workers(sample, args.pool, args.workers, orders, work)
         records, lost = ([], []) if args.no_kernels else _kernels(sample, args.pool, work)

@@ -79,6 +79,17 @@ def test_the_sample_spreads_over_the_solutions_and_takes_the_first_mutants_by_id
     assert len(sample) == 6
 
 
+def test_named_solutions_are_sampled_and_an_unknown_one_is_refused(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    bundled = shipped_dir("kill_matrix") / "mutants"
+    named = sorted({m.source for m in read_mutants(bundled)})[-2:]
+    assert pair_cost._sample(bundled, 8, 1, tmp_path / "sample", named) == named
+    assert sorted({m.source for m in read_mutants(tmp_path / "sample")}) == named
+    with pytest.raises(SystemExit, match="no Pending mutants of datasets/none.py"):
+        pair_cost._sample(bundled, 8, 1, tmp_path / "other", ["datasets/none.py"])
+
+
 def test_help_runs_without_a_gpu() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "pair_cost.py"), "--help"], capture_output=True,
                           text=True, cwd=ROOT)
