@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import asdict, replace
 from pathlib import Path
-
 from typing import Callable, Sequence
 
 from oracleaudit.execution.protocol import Job
