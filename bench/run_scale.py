@@ -49,7 +49,7 @@ REAL_MUTANTS = 8  # per solution, the first by id
 
 
 def _catalog_cover():
-    """The cover `oracleaudit run` uses by default: one input of each catalog oracle."""
+    """The cover `oracleaudit run` uses by default: one input of each catalog oracle and shape."""
     from functools import partial
 
     from oracleaudit.scoring.oracle import Oracle, catalog, input_cover

@@ -191,8 +191,8 @@ def register_run(sub: argparse._SubParsersAction) -> None:
                              "inputs are recorded as inferred, which scoring treats as unobserved")
     parser.add_argument("--cover-oracle", action="append", metavar="NAME|FILE", dest="cover",
                         help="observe, even for a variant whose other inputs are inferred (after --max-crashes "
-                             "crashes, or a hang), one input of each of these oracles (repeatable; default: every "
-                             "catalog oracle), so that each can judge it")
+                             "crashes, or a hang), one input of each of these oracles at each shape it draws "
+                             "(repeatable; default: every catalog oracle), so that each can judge it")
     parser.add_argument("--no-cover", action="store_true",
                         help="infer every remaining input of such a variant (the fastest; some oracles may then "
                              "not observe it)")
@@ -209,7 +209,7 @@ def register_run(sub: argparse._SubParsersAction) -> None:
 
 
 def _cover(args: argparse.Namespace):
-    """The run's cover: one input of each --cover-oracle (default: each catalog oracle); None with --no-cover."""
+    """The run's cover: one input of each --cover-oracle (default: each catalog oracle) and shape; None with --no-cover."""
     from functools import partial
 
     from oracleaudit.errors import OracleAuditError

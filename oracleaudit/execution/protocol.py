@@ -36,7 +36,8 @@ class Job:
     another variant's fault): the worker runs them again, unrecorded and in their place in the order, so a
     variant keeps across inputs whatever state its process would have had (a static buffer, a call count).
     `cover` names inputs the supervisor observes even for a variant whose other inputs it infers (after
-    repeated crashes or a hang): one input of each oracle the run serves (`scoring.oracle.input_cover`)."""
+    repeated crashes or a hang): one input of each oracle the run serves at each shape
+    (`scoring.oracle.input_cover`)."""
 
     solution: str
     problem_path: str

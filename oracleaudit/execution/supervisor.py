@@ -13,7 +13,7 @@ of its own:
   exits; or the process just dies) is recorded as RuntimeError and the job continues in a fresh worker on
   the remaining pairs, so a crash on one input leaves no hole on the others. After more than `max_crashes`
   such crashes of one variant its remaining inputs are recorded as inferred RuntimeError rows;
-- inputs of the job's `cover` (one input of each oracle the run serves) are never inferred: a variant past
+- inputs of the job's `cover` (one input of each oracle the run serves, at each shape) are never inferred: a variant past
   its crashes, or one that hung, is still observed on them, so that each oracle observes it at least once
   (a hung variant's cover input that misses its deadline is a Timeout at once, not run again);
 - a pair whose rows say OOM while another worker held memory on the same GPU (`shared()`) is not recorded:
@@ -26,7 +26,9 @@ its row on an input is what it returns after its earlier inputs ran in the same 
 for another variant's fault (or a pair missed its deadline), the fresh worker first runs each variant's
 inputs recorded since its own last crash again, unrecorded (`Job.replay`), so that state does not depend on
 which other variants shared the process. A variant's own crash gives it a fresh process, as it would alone;
-a replay that crashes or hangs drops that variant's replay and the job goes on.
+a replay that crashes or hangs drops that variant's replay and the job goes on. A variant that crashed or
+hung is deferred: its remaining inputs run after the others', in a job of its own, so that its next crashes
+(it usually crashes again) cost no replay of the others, whose history grows with every input.
 
 A fresh worker is forked from a server that has torch imported (`worker_context`), and still costs a CUDA
 context and the extension's load, so the supervisor keeps one spare worker started after the first restart.
@@ -188,6 +190,8 @@ class _Slice:
         self.alone: dict[str, list[str]] = {}
         self.history: dict[str, list[str]] = {}  # inputs each variant ran in its process state (Job.replay)
         self.hung: set[str] = set()  # variants with a recorded Timeout
+        self.deferred: set[str] = set()  # variants that crashed or hung: run after the others, one by one
+        self.sent: set[str] = set()  # the variants of the job sent last
         self.current: tuple[str, str] | None = None
         self.replaying = False  # the current pair is a replay
         self.started = 0.0
@@ -207,16 +211,28 @@ class _Slice:
                 del self.work[variant]
 
     def next_job(self) -> Job:
-        """The job for a (fresh) worker: what is left; the original run first, unrecorded, to time the
-        deadlines when it is not part of the work and has not been timed yet."""
-        return replace(self.job, work=tuple((v, tuple(i)) for v, i in self.work.items()),
+        """The job for a (fresh) worker: what is left of the variants not deferred, else the first deferred
+        variant alone; the original run first, unrecorded, to time the deadlines when it is not part of the
+        work and has not been timed yet."""
+        work = {v: i for v, i in self.work.items() if v not in self.deferred}
+        if not work and self.work:
+            first = min(self.work)
+            work = {first: self.work[first]}
+        self.sent = set(work)
+        return replace(self.job, work=tuple((v, tuple(i)) for v, i in work.items()),
                        record_references=tuple(sorted(self.references)),
-                       time_original=ORIGINAL not in self.work and bool(self.work) and not self.original_s,
-                       replay=tuple((v, tuple(self.history[v])) for v in self.work if self.history.get(v)))
+                       time_original=ORIGINAL not in work and bool(work) and not self.original_s,
+                       replay=tuple((v, tuple(self.history[v])) for v in work if self.history.get(v)))
 
     def forget(self, variant: str) -> None:
         """The variant starts from a fresh process state: after its own crash, or a replay that failed."""
         self.history.pop(variant, None)
+
+    def defer(self, variant: str) -> None:
+        """The variant crashed or hung: a fresh state, and its remaining inputs after the others'."""
+        self.forget(variant)
+        if variant != ORIGINAL:
+            self.deferred.add(variant)
 
 
 class Supervisor:
@@ -291,6 +307,8 @@ class Supervisor:
             ended = self._drive(worker, state, result, shared, on_memory)
             if ended == "done":
                 break
+            if ended == "next":  # deferred variants are left: the same worker takes them
+                continue
             if ended == "retry" and not retried:  # the job may have failed only because of a dead context
                 retried = True
                 continue
@@ -350,7 +368,7 @@ class Supervisor:
                 if state.replaying:
                     self._discard()
                     return self._replay_failed(state)
-                state.forget(message.variant)
+                state.defer(message.variant)
                 state.crashes[message.variant] += 1
                 result.crashes += 1
                 self._cap_crashes(state, result, message.variant, message.input)
@@ -359,13 +377,15 @@ class Supervisor:
             elif isinstance(message, Failed):
                 return self._failed(state, result, message, shared)
             elif isinstance(message, Done):
-                result.seconds.update(message.seconds)
+                for phase, seconds in message.seconds.items():
+                    result.seconds[phase] += seconds
                 result.peak_bytes = max(result.peak_bytes, message.peak_bytes)
-                if state.work:
-                    left = sum(len(i) for i in state.work.values())
+                left = sum(len(i) for v, i in state.work.items() if v in state.sent)
+                if left:
                     result.errors.append(f"{job.solution}: the worker finished with {left} (variant, input) pairs "
                                          "not observed")
-                return "done"
+                    return "done"
+                return "next" if state.work else "done"
 
     def _limit(self, state: _Slice, variant: str, key: str) -> float:
         if variant == ORIGINAL or not state.original_s:
@@ -444,7 +464,7 @@ class Supervisor:
             waited += ", run again after missing the first deadline"
         state.take(variant, key)
         state.hung.add(variant)
-        state.forget(variant)  # its own hang ended its process: a fresh state from here, as after a crash
+        state.defer(variant)  # its own hang ended its process: a fresh state from here, as after a crash
         self.on_rows(variant, [failure_row(job, variant, key, Status.TIMEOUT, "TimeoutError", waited)])
         result.pairs += 1
         self._record_inferred(state, result, variant, Status.TIMEOUT, "TimeoutError",
@@ -470,7 +490,7 @@ class Supervisor:
                 return "failed"
             return "restart"
         state.crashes[variant] += 1
-        state.forget(variant)
+        state.defer(variant)
         state.take(variant, key)
         self.on_rows(variant, [failure_row(job, variant, key, Status.RUNTIME_ERROR, "WorkerDied",
                                            f"the worker process died (exit code {exitcode})")])

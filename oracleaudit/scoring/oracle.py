@@ -298,17 +298,26 @@ def catalog() -> list[str]:
 
 
 def input_cover(problem: str, keys: Sequence[str], oracles: Sequence[Oracle]) -> tuple[str, ...]:
-    """A small set of the pool input `keys` of `problem` that holds, for each oracle drawing any of them, one
-    it draws (greedily: the key drawn by the most oracles not yet covered, the first in `keys` of equals), in
-    `keys` order. A kernel that fails on every input is killed by each of these oracles once it is observed on
-    the cover: the run stage observes a variant's cover inputs even where it infers the rest (supervisor.py)."""
-    drawn = [{k for k in keys if any(stage.applies(problem) and stage.draws(k) for stage in oracle.stages)}
-             for oracle in oracles]
-    open_sets = [d for d in drawn if d]
-    chosen: list[str] = []
+    """A small set of the pool input `keys` of `problem` that holds, for each oracle and each shape variant
+    of the inputs it draws, one such input (greedily: the key in the most of those sets not yet covered, the
+    first in `keys` of equals), in `keys` order. A kernel that fails on every input of a shape (a crash or a
+    hang usually depends on the shape, not the values) is killed by each of these oracles once it is observed
+    on the cover: the run stage observes a variant's cover inputs even where it infers the rest
+    (supervisor.py)."""
+    from oracleaudit.pool.key import parse_input_key
+
+    shape = {k: (parse_input_key(k) or {}).get("shape") for k in keys}
+    sets: dict[tuple[int, str | None], set[str]] = {}
+    for index, oracle in enumerate(oracles):
+        for k in keys:
+            if any(stage.applies(problem) and stage.draws(k) for stage in oracle.stages):
+                sets.setdefault((index, shape[k]), set()).add(k)
+    open_sets = list(sets.values())
+    order = {k: i for i, k in enumerate(keys)}
+    chosen: set[str] = set()
     while open_sets:
-        best = max(keys, key=lambda k: (sum(k in d for d in open_sets), -keys.index(k)))
-        chosen.append(best)
+        best = max(keys, key=lambda k: (sum(k in d for d in open_sets), -order[k]))
+        chosen.add(best)
         open_sets = [d for d in open_sets if best not in d]
     return tuple(k for k in keys if k in chosen)
 

@@ -202,10 +202,12 @@ def test_a_crash_on_one_input_is_recorded_and_the_variant_goes_on_in_a_fresh_wor
     assert status(recorded, "m2", INPUTS[1]) == ("RuntimeError", False)
     assert status(recorded, "m2", INPUTS[2]) == ("Ok", False)  # observed after the crash, not a hole
     assert supervisor.restarts == 1 and result.crashes == 1 and result.hangs == 0
-    resumed = world.jobs[1]
-    assert ("m2", (INPUTS[2],)) in resumed.work and ORIGINAL not in resumed.variants()
+    resumed, deferred = world.jobs[1:]
+    assert resumed.variants() == ["m3"] and ORIGINAL not in resumed.variants()
     assert resumed.time_original is False  # the original's times are already known
     assert resumed.record_references == ()
+    # m2 crashed: its remaining input runs after the others', alone, in the same fresh worker
+    assert deferred.work == (("m2", (INPUTS[2],)),) and world.started == 2
 
 
 def test_after_another_variant_s_crash_the_fresh_worker_first_replays_what_each_variant_ran() -> None:
@@ -219,7 +221,8 @@ def test_after_another_variant_s_crash_the_fresh_worker_first_replays_what_each_
     resumed = world.jobs[1]
     assert dict(resumed.replay) == {ORIGINAL: INPUTS[:2], "m1": INPUTS[:2], "m3": INPUTS[:1]}
     assert world.replayed == [[], [(ORIGINAL, INPUTS[0]), ("m1", INPUTS[0]), ("m3", INPUTS[0]),
-                                   (ORIGINAL, INPUTS[1]), ("m1", INPUTS[1])]]
+                                   (ORIGINAL, INPUTS[1]), ("m1", INPUTS[1])], []]
+    assert world.jobs[2].work == (("m2", (INPUTS[2],)),) and world.jobs[2].replay == ()
 
 
 def test_a_pair_run_again_after_a_missed_deadline_is_preceded_by_its_variant_s_replay() -> None:
@@ -228,6 +231,19 @@ def test_a_pair_run_again_after_a_missed_deadline_is_preceded_by_its_variant_s_r
     assert set(recorded) == every_pair(job) and status(recorded, "m1", INPUTS[1]) == ("Ok", False)
     assert dict(world.jobs[1].replay)["m1"] == INPUTS[:1]
     assert ("m1", INPUTS[0]) in world.replayed[1]
+
+
+def test_a_variant_that_keeps_crashing_runs_after_the_others_so_its_crashes_replay_nothing_more() -> None:
+    world = World({("m1", key): ["crash"] for key in INPUTS}, by_input=True)
+    job = make_job()
+    result, recorded, supervisor = supervise(world, job, max_crashes=0)
+    assert set(recorded) == every_pair(job) and result.errors == []
+    assert [status(recorded, "m1", k) for k in INPUTS] == [("RuntimeError", False)] * 3
+    # one replay, of the original's first input after m1's first crash; m1's later crashes end workers of
+    # its own, once the others are done
+    assert [r for replays in world.replayed for r in replays] == [(ORIGINAL, INPUTS[0])]
+    assert [j.variants() for j in world.jobs[2:]] == [["m1"], ["m1"]]
+    assert supervisor.restarts == 3 and result.crashes == 3
 
 
 @pytest.mark.parametrize("fault", ["crash", "hang", "die"])

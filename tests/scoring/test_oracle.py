@@ -277,7 +277,8 @@ def test_a_selector_of_trial_weights_matches_only_the_trial_weights_key() -> Non
     assert not InputSelector(distribution="normal", seeds=(7,)).matches("normal/weights=trial/s=7/official")
 
 
-def test_the_input_cover_holds_one_input_of_each_catalog_oracle_for_every_bundled_problem() -> None:
+def test_the_input_cover_holds_one_input_of_each_catalog_oracle_and_shape_for_every_bundled_problem() -> None:
+    from oracleaudit.pool.key import parse_input_key
     from oracleaudit.problem import bundled_root, problem_at
     from oracleaudit.scoring.oracle import input_cover
 
@@ -290,13 +291,17 @@ def test_the_input_cover_holds_one_input_of_each_catalog_oracle_for_every_bundle
         assert list(cover) == [k for k in keys if k in cover], "in pool order"
         for oracle in oracles:
             draws = {k for k in keys if any(s.applies(problem.label) and s.draws(k) for s in oracle.stages)}
-            assert not draws or draws & set(cover), (problem.label, oracle.name)
-        assert len(cover) <= 6, (problem.label, cover)  # the six oracles' input sets that share no input
+            for shape in {parse_input_key(k)["shape"] for k in draws}:
+                assert {k for k in draws if parse_input_key(k)["shape"] == shape} & set(cover), \
+                    (problem.label, oracle.name, shape)
+        assert len(cover) <= 10, (problem.label, cover)
     label = "level1/19_L2Norm"
     keys = [e.key for e in pool.entries_for(problem_at(bundled_root() / f"{label}.py"))]
     assert input_cover(label, keys, oracles) == (
         "official/s=734796314/official", "normal/s=734796314/official",
         "normal/math=no_tf32/weights=trial/s=734796314/official", "normal/s=200/official", "official/s=0/official",
-        "mixed_range/s=42/official")
+        "mixed_range/s=42/official", "randn_seed42/s=42/odd", "randn_seed42/s=42/small",
+        "normal/math=no_tf32/weights=trial/s=734796314/batch", "uniform_pm1/s=0/odd")
+    # kernelbench draws its five trials at the official shape only: one of them
     assert input_cover(label, keys, [Oracle.load("kernelbench")]) == ("official/s=734796314/official",)
     assert input_cover(label, keys, []) == ()
