@@ -125,7 +125,7 @@ def full(args) -> None:
     _save(args.state, state)
     print(json.dumps({k: summary[k] for k in ("variants_run", "pairs_run", "wall_s", "variants_per_min",
                                               "gpu_busy_fraction", "phases", "stopped", "errors", "restarts", "hangs",
-                                              "crashes")}, indent=1))
+                                              "crashes", "replays")}, indent=1))
     print(f"holes left: {state['full']['holes']}, inferred rows: {state['full']['inferred_rows']}")
 
 
@@ -266,6 +266,12 @@ def report(args) -> None:
     weight = sum(w for _, w in busy)
     complete = state["full"]["complete"]
     full = state["full"]
+
+    def total(key: str) -> int | None:  # None where a call of an older state lacks the figure
+        return sum(c[key] for c in calls) if all(key in c for c in calls) else None
+
+    events = {"inferred_rows": full.get("inferred_rows"),
+              **{key: total(key) for key in ("restarts", "hangs", "crashes", "replays")}}
     out = {
         "gpu": state.get("gpu"),
         "code": state.get("code"),  # which oracleaudit made the calls, when the state says
@@ -279,16 +285,14 @@ def report(args) -> None:
         "variants_per_min": round(variants / (wall / 60), 1) if complete and wall else None,
         "phases": phases if complete else None,
         "gpu_busy_fraction": round(sum(b * w for b, w in busy) / weight, 3) if complete and weight else None,
+        "events": events if complete else None,  # worker restarts, hangs, crashes, replayed pairs, inferred rows
         "partial": None if complete or not calls else {
             "wall_s": round(wall, 1), "calls": len(calls), "cold_build_cache": calls[0].get("cold_cache", False),
             "variants": variants, "pairs": sum(c["pairs_run"] for c in calls),
             "variants_per_min": round(variants / (wall / 60), 1) if wall else None, "phases": phases,
             "gpu_busy_fraction": round(sum(b * w for b, w in busy) / weight, 3) if weight else None,
             "pairs_not_yet_run": full.get("holes"),  # in the shards gathered (a shard not started counts none)
-            "inferred_rows": full.get("inferred_rows"),
-            "restarts": sum(c["restarts"] for c in calls),
-            "hangs": sum(c["hangs"] for c in calls) if all("hangs" in c for c in calls) else None,
-            "crashes": sum(c["crashes"] for c in calls) if all("crashes" in c for c in calls) else None,
+            **events,
             "errors": [e for c in calls for e in c["errors"]]},
         "peak_gpu_mem_ratio_60_vs_10_inputs": state.get("memory", {}).get("ratio_60_vs_10"),
         "memory": state.get("memory"),

@@ -32,6 +32,7 @@ class RunResult:
     restarts: int = 0
     hangs: int = 0
     crashes: int = 0
+    replays: int = 0  # pairs run again, unrecorded, after a restart (supervisor.py)
     exclusive_jobs: int = 0
     peak_bytes: dict[str, int] = field(default_factory=dict)  # per problem: the largest worker peak reported
     gpu_busy_fraction: float | None = None
@@ -47,7 +48,7 @@ class RunResult:
                 "phases": {"build_cpu_s": round(self.build_s, 1), "build_wall_s": round(self.build_wall_s, 1),
                            **{f"{name}_s": round(self.seconds.get(name, 0.0), 1) for name in PHASES},
                            "idle_s": round(self.idle_s, 1)},
-                "restarts": self.restarts, "hangs": self.hangs, "crashes": self.crashes,
+                "restarts": self.restarts, "hangs": self.hangs, "crashes": self.crashes, "replays": self.replays,
                 "exclusive_jobs": self.exclusive_jobs,
                 "peak_gpu_bytes_by_problem": dict(sorted(self.peak_bytes.items())),
                 "gpu_busy_fraction": None if self.gpu_busy_fraction is None else round(self.gpu_busy_fraction, 3),

@@ -281,6 +281,7 @@ class Scheduler:
                     self.result.seconds.update(outcome.seconds)
                     self.result.hangs += outcome.hangs
                     self.result.crashes += outcome.crashes
+                    self.result.replays += outcome.replays
                     self.result.exclusive_jobs += job.exclusive
                     if outcome.peak_bytes:
                         self.result.peak_bytes[job.problem] = max(self.result.peak_bytes.get(job.problem, 0),

@@ -165,6 +165,7 @@ class SliceResult:
     peak_bytes: int = 0
     hangs: int = 0  # pairs that missed their deadline
     crashes: int = 0  # pairs whose worker died (a sticky CUDA error or otherwise)
+    replays: int = 0  # pairs a fresh worker ran again, unrecorded (Job.replay)
 
 
 def failure_row(job: Job, variant: str, key: str, status: str, error_class: str, message: str,
@@ -354,6 +355,7 @@ class Supervisor:
             elif isinstance(message, Started):
                 state.current, state.started = (message.variant, message.input), now
                 state.replaying = message.replay
+                result.replays += message.replay
                 deadline = now + self._limit(state, message.variant, message.input)
             elif isinstance(message, Rows):
                 self._rows(state, result, message, now, shared)

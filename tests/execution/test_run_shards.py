@@ -50,7 +50,7 @@ def test_a_shard_outside_one_to_n_is_refused(run_scale, tmp_path: Path, spec: st
 def _call(wall: float, variants: int, stopped: bool) -> dict:
     return {"wall_s": wall, "variants_run": variants, "pairs_run": variants * 68, "stopped": stopped,
             "phases": {"evidence_s": wall, "idle_s": 1.0}, "gpu_busy_fraction": 0.8, "execution_wall_s": wall,
-            "restarts": 0, "hangs": 1, "crashes": 2, "errors": [], "cold_cache": False}
+            "restarts": 0, "hangs": 1, "crashes": 2, "replays": 5, "errors": [], "cold_cache": False}
 
 
 def _shard(spec: str, calls: list[dict], holes: int) -> dict:
@@ -76,9 +76,11 @@ def test_the_report_gathers_the_shards_states_and_is_complete_only_with_every_sh
     assert whole["bundled_full_wall_s"] == 600.0 and whole["variants"] == 300 and whole["holes"] == 0
     assert whole["variants_per_min"] == 30.0 and whole["phases"] == {"evidence_s": 600.0, "idle_s": 3.0}
     assert whole["real_size"] == real["real_size"] and whole["peak_gpu_mem_ratio_60_vs_10_inputs"] == 1.03
+    assert whole["events"] == {"inferred_rows": 6, "restarts": 0, "hangs": 3, "crashes": 6, "replays": 15}
     half = report(paths[0], paths[2])  # shard 2 of 2 not run yet: a partial run, whatever shard 1 says
     assert not half["bundled_full_complete"] and half["bundled_full_wall_s"] is None
     assert half["partial"]["variants"] == 200 and half["partial"]["pairs_not_yet_run"] == 0
+    assert half["partial"]["replays"] == 10 and half["events"] is None
     two["full"]["holes"] = 68
     two["full"]["calls"][-1]["stopped"] = True
     run_scale._save(paths[1], two)

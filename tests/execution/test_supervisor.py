@@ -223,6 +223,7 @@ def test_after_another_variant_s_crash_the_fresh_worker_first_replays_what_each_
     assert world.replayed == [[], [(ORIGINAL, INPUTS[0]), ("m1", INPUTS[0]), ("m3", INPUTS[0]),
                                    (ORIGINAL, INPUTS[1]), ("m1", INPUTS[1])], []]
     assert world.jobs[2].work == (("m2", (INPUTS[2],)),) and world.jobs[2].replay == ()
+    assert result.replays == 5
 
 
 def test_a_pair_run_again_after_a_missed_deadline_is_preceded_by_its_variant_s_replay() -> None:
