@@ -19,9 +19,9 @@
 
 The sample: the first --per-solution Pending mutants by id (`run --per-solution`'s rule) of --solutions
 solutions spread evenly over a full `oracleaudit mutate` output in path order, or of the --solution files named
-(e.g. the problems with the largest outputs, where shard 1 of the bundled run spent 33 ms a pair in evidence). The kernels part runs after the
-workers part, so references come from the reference cache, as in a long run. A job whose variant kills the
-CUDA context ends its child (it is reported as lost, with its exit code).
+(e.g. the problems with the largest outputs, where shard 1 of the bundled run spent 33 ms a pair in evidence).
+The kernels part runs after the workers part, so references come from the reference cache, as in a long run.
+A job whose variant kills the CUDA context ends its child (it is reported as lost, with its exit code).
 
     PYTHONPATH=. python bench/pair_cost.py --mutants out/mutants_full --json $OUT/pair_cost.json
 """

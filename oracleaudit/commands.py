@@ -209,7 +209,8 @@ def register_run(sub: argparse._SubParsersAction) -> None:
 
 
 def _cover(args: argparse.Namespace):
-    """The run's cover: one input of each --cover-oracle (default: each catalog oracle) and shape; None with --no-cover."""
+    """The run's cover: one input of each --cover-oracle (default: each catalog oracle) at each shape;
+    None with --no-cover."""
     from functools import partial
 
     from oracleaudit.errors import OracleAuditError

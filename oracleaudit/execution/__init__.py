@@ -80,9 +80,9 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
     backend a job is shared out in slices of at most `job_size` variants, at most `workers_per_gpu` at a
     time per GPU (fewer when their memory would not fit). `max_crashes`: sticky crashes of one variant in a
     slice before its other inputs are inferred (0: no limit). `cover(problem, input keys)`: the inputs observed
-    even for a variant whose other inputs are inferred (`oracleaudit run`: one input of each catalog oracle and shape,
-    `scoring.oracle.input_cover`). `stop_after_s`: stop starting pairs after that many seconds, as Ctrl-C
-    does (the pairs in flight are dropped), and return what was recorded."""
+    even for a variant whose other inputs are inferred (`oracleaudit run`: one input of each catalog oracle at
+    each shape, `scoring.oracle.input_cover`). `stop_after_s`: stop starting pairs after that many seconds, as
+    Ctrl-C does (the pairs in flight are dropped), and return what was recorded."""
     from oracleaudit.execution.measure import ENGINES
     from oracleaudit.store import EvidenceStore
     from oracleaudit.terminal import progress_bar

@@ -13,9 +13,9 @@ of its own:
   exits; or the process just dies) is recorded as RuntimeError and the job continues in a fresh worker on
   the remaining pairs, so a crash on one input leaves no hole on the others. After more than `max_crashes`
   such crashes of one variant its remaining inputs are recorded as inferred RuntimeError rows;
-- inputs of the job's `cover` (one input of each oracle the run serves, at each shape) are never inferred: a variant past
-  its crashes, or one that hung, is still observed on them, so that each oracle observes it at least once
-  (a hung variant's cover input that misses its deadline is a Timeout at once, not run again);
+- inputs of the job's `cover` (one input of each oracle the run serves, at each shape) are never inferred:
+  a variant past its crashes, or one that hung, is still observed on them, so that each oracle observes it
+  at least once (a hung variant's cover input that misses its deadline is a Timeout at once, not run again);
 - a pair whose rows say OOM while another worker held memory on the same GPU (`shared()`) is not recorded:
   it is handed back in `SliceResult.alone`, to be run again with the GPU to itself, where an OOM is the
   variant's own outcome.
