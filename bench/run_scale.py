@@ -48,15 +48,6 @@ OFFICIAL = {
 REAL_MUTANTS = 8  # per solution, the first by id
 
 
-def _catalog_cover():
-    """The cover `oracleaudit run` uses by default: one input of each catalog oracle and shape."""
-    from functools import partial
-
-    from oracleaudit.scoring.oracle import Oracle, catalog, input_cover
-
-    return partial(input_cover, oracles=[Oracle.load(name) for name in catalog()])
-
-
 def _state(path: Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {}
 
@@ -107,6 +98,7 @@ def shard(mutants_dir: Path, spec: str, work: Path) -> Path:
 
 def full(args) -> None:
     from oracleaudit import execution as runner
+    from oracleaudit.scoring.oracle import catalog, covering
 
     state = _state(args.state)
     calls = state.setdefault("full", {"calls": []})["calls"]
@@ -115,7 +107,7 @@ def full(args) -> None:
         state["full"]["shard"] = args.shard
     result = runner.run(args.mutants, args.store, pool="default", workers_per_gpu=args.workers_per_gpu,
                         stop_after_s=args.stop_after, per_solution=args.per_solution, show_progress=False,
-                        cover=_catalog_cover())
+                        cover=covering(catalog()))  # as `oracleaudit run` does
     summary = result.summary()
     summary["cold_cache"] = not calls and args.cold
     summary["per_solution"] = args.per_solution
@@ -205,6 +197,7 @@ def _real_size_inputs(work: Path) -> Path:
 
 def real(args) -> None:
     from oracleaudit import execution as runner
+    from oracleaudit.scoring.oracle import catalog, covering
     from oracleaudit.store import EvidenceStore
 
     state = _state(args.state)
@@ -213,7 +206,7 @@ def real(args) -> None:
     mutants = _real_size_inputs(work)
     pool = str(REAL / "pool.toml")
     result = runner.run(mutants, store, pool=pool, workers_per_gpu=args.workers_per_gpu, job_size=args.job_size,
-                        show_progress=False, cover=_catalog_cover())
+                        show_progress=False, cover=covering(catalog()))
     holes = _holes(mutants, store, pool)
     rows = EvidenceStore(store).open().read(columns=["problem", "mutant_id", "status", "inferred"])
     summary = result.summary()

@@ -211,16 +211,14 @@ def register_run(sub: argparse._SubParsersAction) -> None:
 def _cover(args: argparse.Namespace):
     """The run's cover: one input of each --cover-oracle (default: each catalog oracle) at each shape;
     None with --no-cover."""
-    from functools import partial
-
     from oracleaudit.errors import OracleAuditError
-    from oracleaudit.scoring.oracle import Oracle, catalog, input_cover
+    from oracleaudit.scoring.oracle import catalog, covering
 
     if args.no_cover:
         if args.cover:
             raise OracleAuditError("--no-cover and --cover-oracle exclude each other")
         return None
-    return partial(input_cover, oracles=[Oracle.load(name) for name in args.cover or catalog()])
+    return covering(args.cover or catalog())
 
 
 def _run_run(args: argparse.Namespace) -> int:

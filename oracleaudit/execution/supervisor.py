@@ -379,8 +379,7 @@ class Supervisor:
             elif isinstance(message, Failed):
                 return self._failed(state, result, message, shared)
             elif isinstance(message, Done):
-                for phase, seconds in message.seconds.items():
-                    result.seconds[phase] += seconds
+                result.seconds.update(message.seconds)  # a Counter: a slice's jobs add up
                 result.peak_bytes = max(result.peak_bytes, message.peak_bytes)
                 left = sum(len(i) for v, i in state.work.items() if v in state.sent)
                 if left:

@@ -21,10 +21,10 @@ variant's fault), so that a variant's state across inputs does not depend on its
 
 Each pair: fresh GPU copies of the input (and of the model, from its template, with the RNG states the
 constructor left), then kernel → reference → kernel (a stale buffer shows in the second run; what the first
-run's output buffers held before is poison: guard.py), then the
-evidence against both references. Stray writes: the references on the GPU, the pristine input and the
-Model's weights are checksummed after every pair; if a mutant's stray write reached them, they are made
-again from the host copies and the pair is measured again.
+run's output buffers held before is poison: guard.py), then the evidence against both references. Stray
+writes: the references on the GPU, the pristine input and the Model's weights are checksummed after every
+pair; if a mutant's stray write reached them, they are made again from the host copies and the pair is
+measured again.
 
 A sticky CUDA error (the context is dead) ends the process after the pair's rows and a `Fatal` message; the
 supervisor continues the job in a fresh worker. An out-of-memory error is the pair's row (status OOM); the

@@ -20,7 +20,8 @@ import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from functools import partial
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from oracleaudit import fields
 from oracleaudit.errors import OracleAuditError
@@ -320,6 +321,12 @@ def input_cover(problem: str, keys: Sequence[str], oracles: Sequence[Oracle]) ->
         chosen.add(best)
         open_sets = [d for d in open_sets if best not in d]
     return tuple(k for k in keys if k in chosen)
+
+
+def covering(names: Sequence[str | Path]) -> Callable[[str, Sequence[str]], tuple[str, ...]]:
+    """The run stage's cover (`execution.plan.Cover`) of these oracles (catalog names or protocol files):
+    `input_cover` of a problem's input keys."""
+    return partial(input_cover, oracles=[Oracle.load(name) for name in names])
 
 
 # ---------------------------------------------------------------------------------------------------------
