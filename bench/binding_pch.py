@@ -62,8 +62,7 @@ def main() -> None:
     for solution in chosen:
         extension = plan_build(Path(solution), by_solution[solution]).extensions[0]
         units.append((solution, len(extension.variants), extension.cpp_source, extension.name))
-    locks = Path(tempfile.mkdtemp())
-    if not precompiled_binding_header(None, None, locks):
+    if not precompiled_binding_header(None, None):
         sys.exit("binding_pch.py: error: torch's header cannot be precompiled here (no g++, or its folder is "
                  "read-only)")
     print(f"{'solution':<40} {'variants':>8} {'plain s':>8} {'header s':>9} {'pch s':>8} {'ratio':>6}")
@@ -71,7 +70,7 @@ def main() -> None:
     for solution, variants, source, name in units:
         plain = _compile(source, name + "_plain", use_pch=False)  # load_inline without use_pch removes the header
         begin = time.perf_counter()
-        precompiled_binding_header(None, None, locks)
+        precompiled_binding_header(None, None)
         header = time.perf_counter() - begin
         pch = _compile(source, name + "_pch", use_pch=True)
         rows.append({"solution": solution, "variants": variants, "plain_s": round(plain, 1),

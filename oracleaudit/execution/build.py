@@ -222,8 +222,7 @@ def build(plan: BuildPlan, build_dir: Path, extra_cuda_cflags: Sequence[str] = (
         kwargs.pop("build_directory", None)
         kwargs.pop("verbose", None)
         kwargs["extra_cuda_cflags"] = [*(kwargs.get("extra_cuda_cflags") or []), *extra_cuda_cflags]
-        kwargs["use_pch"] = precompiled_binding_header(kwargs.get("extra_cflags"), kwargs.get("extra_include_paths"),
-                                                       build_dir)
+        kwargs["use_pch"] = precompiled_binding_header(kwargs.get("extra_cflags"), kwargs.get("extra_include_paths"))
         if kwargs["use_pch"] is None:
             del kwargs["use_pch"]
         directory = build_dir / extension.name
@@ -234,8 +233,8 @@ def build(plan: BuildPlan, build_dir: Path, extra_cuda_cflags: Sequence[str] = (
     return built
 
 
-def precompiled_binding_header(extra_cflags: Sequence[str] | None, extra_include_paths: Sequence[str] | None,
-                               build_dir: Path) -> bool | None:
+def precompiled_binding_header(extra_cflags: Sequence[str] | None,
+                               extra_include_paths: Sequence[str] | None) -> bool | None:
     """Whether the binding unit of an extension can include torch's precompiled <torch/extension.h>
     (load_inline's `use_pch`); None where this torch has no such option.
 
@@ -243,9 +242,12 @@ def precompiled_binding_header(extra_cflags: Sequence[str] | None, extra_include
     it precompiled, the units of the largest bundled solutions compiled 2.3× faster (about 11 s instead of
     28; bench/binding_pch.py). torch keeps one precompiled
     header, beside its own headers, for one set of flags, and rebuilds it whenever a build asks for other
-    flags, so it is made here under a lock shared by every build process (the first makes it, ~1 minute;
-    the others wait, then find it made) and only where torch's include folder is writable. Every solution
-    of the bundled dataset passes the same (no) host flags, so one header serves all of them."""
+    flags, so it is made here under a lock shared by every build process on the machine (the first makes it,
+    ~1 minute; the others wait, then find it made) and only where torch's include folder is writable. The
+    lock lies beside the header, not in a run's build folder: two runs with their own folders (two test
+    processes on a fresh machine) each made the header while the other's g++ read it, and g++ crashed
+    (an internal compiler error on the H200 machine). Every solution of the bundled dataset passes the same
+    (no) host flags, so one header serves all of them."""
     import inspect
     import os
 
@@ -259,7 +261,7 @@ def precompiled_binding_header(extra_cflags: Sequence[str] | None, extra_include
     if make is None or not os.access(include, os.W_OK):
         return False
     try:
-        with held(build_dir / "precompiled-header.lock"):
+        with held(include / "oracleaudit-precompiled-header.lock"):
             make(list(extra_cflags or []), list(extra_include_paths or []))
     except Exception:  # no g++, or the header does not precompile: the unit parses it as written
         return False
