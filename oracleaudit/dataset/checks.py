@@ -98,8 +98,6 @@ def _redraw(value: Any, distribution: str, generator: torch.Generator) -> Any:
     return torch.randn(shape, generator=generator, dtype=dtype) * LARGE_SCALE
 
 
-
-
 # The pass rule
 
 
@@ -128,8 +126,6 @@ def _masked_max(values: torch.Tensor, mask: torch.Tensor) -> float | None:
     if not bool(mask.any()):
         return None
     return float(torch.where(mask, values, torch.full_like(values, -torch.inf)).max().item())
-
-
 
 
 def compare(

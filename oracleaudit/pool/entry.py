@@ -63,7 +63,6 @@ def math_flags(math_mode: str) -> Iterator[None]:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
 
 
-
 def recorded_mode(math_mode: str, device: str) -> dict[str, Any]:
     """The store's columns of a math mode: the TF32 flags and matmul precision in effect under it (PyTorch's
     own for "default": cuDNN TF32 on, matmul off), and the device."""

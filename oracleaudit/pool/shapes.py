@@ -265,8 +265,6 @@ class ShapePlan:
         }
 
 
-
-
 def input_shapes(inputs: Any) -> tuple[tuple[int, ...] | None, ...]:
     return tuple(tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in leaves(inputs))
 

@@ -106,8 +106,6 @@ def problem_sizes(audit: Audit) -> dict[str, tuple[int, str]]:
     return sizes
 
 
-
-
 def _out_shape(audit: Audit, row: int) -> tuple[int, ...]:
     return audit.obs.ref_shape(row) or ()
 

@@ -333,16 +333,6 @@ def covering(names: Sequence[str | Path]) -> Callable[[str, Sequence[str]], tupl
 # Parsing
 
 
-
-
-
-
-
-
-
-
-
-
 def _statuses(value: Any, where: str) -> tuple[str, ...]:
     if not isinstance(value, list):
         raise Invalid(f"{where} must be a list of statuses, got {fields.type_name(value)}")

@@ -132,7 +132,6 @@ def test_checksums_see_a_changed_byte_in_an_input_or_a_reference() -> None:
     assert not torch.equal(before, guard.checksums(items))
 
 
-
 def job_run(model: torch.nn.Module) -> worker.JobRun:
     """A JobRun's state as `_by_input` reads it (the rest of a job needs a GPU)."""
     run = object.__new__(worker.JobRun)

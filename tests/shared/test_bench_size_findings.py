@@ -189,7 +189,6 @@ def test_compare_lists_a_changed_verdict_and_a_mutant_left_out(bench, work, tmp_
         total["bundled"]["witnessed"] + 1, total["bundled"]["killed"] + 1)
 
 
-
 def test_the_run_plans_every_pair_on_the_scaled_problem(bench, work, tmp_path, monkeypatch):
     """What `run` hands the runner, planned as the GPU run plans it (the reference runs on the CPU: at
     KernelBench's size for one problem, ~5 s)."""

@@ -16,7 +16,6 @@ def test_nested_outputs_are_flattened_depth_first_and_mapped_in_place_of_their_s
     assert torch.equal(doubled[1][2][0], c * 2)
 
 
-
 def test_copies_move_floats_to_float64_only_when_asked_and_never_share_storage() -> None:
     x, labels = torch.ones(3), torch.tensor([1, 2])
     copied = nested.copied_to([x, (labels, 4)], "cpu", float64=True)
