@@ -244,10 +244,10 @@ def precompiled_binding_header(extra_cflags: Sequence[str] | None,
     header, beside its own headers, for one set of flags, and rebuilds it whenever a build asks for other
     flags, so it is made here under a lock shared by every build process on the machine (the first makes it,
     ~1 minute; the others wait, then find it made) and only where torch's include folder is writable. The
-    lock lies beside the header, not in a run's build folder: two runs with their own folders (two test
-    processes on a fresh machine) each made the header while the other's g++ read it, and g++ crashed
-    (an internal compiler error on the H200 machine). Every solution of the bundled dataset passes the same
-    (no) host flags, so one header serves all of them."""
+    lock lies beside the header, not in a run's build folder: with a lock each, two runs (test processes side
+    by side on a fresh machine) could make the header while the other's g++ read it; g++ then crashed on the
+    binding unit (internal compiler errors in four GPU tests on the H200 machine; none since the lock moved).
+    Every solution of the bundled dataset passes the same (no) host flags, so one header serves all of them."""
     import inspect
     import os
 

@@ -228,12 +228,19 @@ def test_a_run_stopped_midway_and_started_again_ends_with_the_evidence_of_an_uni
                                    stderr=subprocess.STDOUT)
     manifest = tmp_path / "evidence" / "manifest.json"
     deadline = time.monotonic() + 300
-    # Kill the whole process group (runner and GPU worker) once the first rows are committed (within 2 s of the
-    # first rows): the hang mutant then sits in its first 30 s deadline (the floor asked for), so this lands
-    # mid-run with none of its rows recorded. A second commit, which this waited for before, can come after the
-    # hang's rows when the machine is loaded (the test failed once beside two other GPU test processes).
+    # Kill the whole process group (runner and GPU worker) once rows of the original are committed (within 2 s
+    # of their arrival; the resumed run then times the recorded original without recording it again): the hang
+    # mutant, which runs after the original on each input, then sits in its first 30 s deadline (the floor asked
+    # for), so this lands mid-run with none of its rows recorded. A second commit, which this waited for
+    # before, can come after the hang's rows when the machine is loaded (the test failed once beside two other
+    # GPU test processes).
+    def committed() -> set:
+        if not manifest.is_file() or not json.loads(manifest.read_text())["parts"]:
+            return set()
+        return set(EvidenceStore(tmp_path / "evidence").open().read(columns=["mutant_id"]).mutant_id)
+
     while time.monotonic() < deadline and process.poll() is None:
-        if manifest.is_file() and json.loads(manifest.read_text())["parts"]:
+        if "original" in committed():
             break
         time.sleep(0.05)
     assert process.poll() is None, f"the run ended before it could be stopped: {log.read_text()[-2000:]}"
