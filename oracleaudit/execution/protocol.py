@@ -7,11 +7,12 @@ pool inputs. The worker (worker.py) answers through a pipe with the messages bel
     Built                      the job's extensions are loaded
     Rows(reference, input)     the fp32 reference's own rows, for the inputs the job records them for
     Started(variant, input)    before each (variant, input); the supervisor's deadline starts here
-    Rows(variant, input)       after it: the observation rows (one per output tensor); none after a replay
+    Rows(variant, input)       after it: the observation rows (one per output tensor); none after a replay;
+                               with the worker's seconds by phase since its last report
     Memory                     after the first (variant, input): the process's peak GPU memory so far
     Fatal                      the CUDA context died during (variant, input); the worker exits next
     Failed                     the job failed as a whole (the worker exits if its CUDA context is dead)
-    Done                       the job is finished; seconds spent by phase
+    Done                       the job is finished; the seconds by phase not reported yet
 
 Messages are frozen dataclasses (picklable), so a test can script a worker without a GPU.
 """
@@ -96,6 +97,7 @@ class Rows:
     variant: str
     input: str
     rows: tuple[dict, ...]
+    seconds: dict[str, float] = field(default_factory=dict)  # by phase, since the worker's last report
 
 
 @dataclass(frozen=True)
@@ -119,5 +121,5 @@ class Failed:
 
 @dataclass(frozen=True)
 class Done:
-    seconds: dict[str, float] = field(default_factory=dict)  # by phase: load, references, execution, evidence
+    seconds: dict[str, float] = field(default_factory=dict)  # by phase (recorder.PHASES), since the last report
     peak_bytes: int = 0

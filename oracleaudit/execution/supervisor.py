@@ -358,6 +358,7 @@ class Supervisor:
                 result.replays += message.replay
                 deadline = now + self._limit(state, message.variant, message.input)
             elif isinstance(message, Rows):
+                result.seconds.update(message.seconds)  # reported pair by pair: a crash loses only its pair's
                 self._rows(state, result, message, now, shared)
                 if message.variant != REFERENCE:  # reference rows may come while a pair runs
                     state.current = None

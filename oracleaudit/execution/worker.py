@@ -74,18 +74,47 @@ def entry_init(module: Any, device: str) -> list:
 
 
 class PhaseClock:
-    """Seconds spent by phase."""
+    """Seconds spent by phase since they were last handed out (`take`): the worker reports them with each
+    pair's rows, so a worker that dies has reported all but its last pair's (before, only at a job's end: a
+    crash or a stopped run lost the whole job's seconds)."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
+        self.since = time.perf_counter()
+        self.open = 0  # phases being timed now
 
     @contextlib.contextmanager
     def __call__(self, phase: str) -> Iterator[None]:
         started = time.perf_counter()
+        self.open += 1
         try:
             yield
         finally:
+            self.open -= 1
             self.seconds[phase] += time.perf_counter() - started
+
+    @contextlib.contextmanager
+    def instead(self, phase: str) -> Iterator[None]:
+        """Count the block's whole time as `phase`, whatever phases it times inside."""
+        before, started = dict(self.seconds), time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds.clear()
+            self.seconds.update(before)
+            self.seconds[phase] += time.perf_counter() - started
+
+    def take(self) -> dict[str, float]:
+        """The seconds by phase since the last take, `other` the rest of the wall time (Python, messages),
+        and count again from now; nothing while a phase is being timed (its time goes to the next take)."""
+        if self.open:
+            return {}
+        now = time.perf_counter()
+        taken = {name: value for name, value in self.seconds.items() if value}
+        taken["other"] = max(0.0, now - self.since - sum(taken.values()))
+        self.seconds.clear()
+        self.since = now
+        return taken
 
 
 class JobRun:
@@ -122,14 +151,13 @@ class JobRun:
         from oracleaudit.problem import problem_at
 
         job = self.job
-        started = time.perf_counter()
         torch.cuda.reset_peak_memory_stats(self.device)
         unbuildable = dict(job.unbuildable)
         with self.clock("load"):
             mutants = [Mutant(**m) for m in job.mutants if m["id"] not in unbuildable]
             self.plan, self.built, dropped = builds.build_isolating(Path(job.solution), mutants, Path(job.build_dir))
         unbuildable.update(dropped)
-        self.send(Built(self.clock.seconds["load"]))
+        self.send(Built(self.clock.take().get("load", 0.0)))  # the supervisor counts it as build_load
         self.problem = problem_at(job.problem_path)
         self.problem_sha = file_sha256(self.problem.path)
         entries = self._entries(Pool.load(job.pool))
@@ -151,9 +179,7 @@ class JobRun:
         wanted = set(job.record_references).union(*self.todo.values(), *self.replay.values())
         for group in self._groups([entries[key] for key, *_ in job.entry_keys if key in wanted]):
             self._run_group(group)
-        seconds = dict(self.clock.seconds)
-        seconds["other"] = max(0.0, time.perf_counter() - started - sum(seconds.values()))  # Python, messages
-        self.send(Done(seconds, int(torch.cuda.max_memory_reserved(self.device))))
+        self.send(Done(self.clock.take(), int(torch.cuda.max_memory_reserved(self.device))))
 
     def mode(self, entry) -> dict[str, Any]:
         """The TF32 flags (and device) the pairs and the fp32 reference of `entry` run under."""
@@ -435,23 +461,24 @@ class JobRun:
             return
         gpu = self._gpu_entry(entry)
         self.send(Started(variant.key, entry.key, replay=True))
-        try:
-            self._execute(variant, solution, gpu)
-            torch.cuda.synchronize(self.device)
-        except Exception as err:
-            if is_out_of_memory(err):
-                torch.cuda.empty_cache()
-            if not context_alive():
-                self.send(Fatal(variant.key, entry.key, f"{type(err).__name__}: {first_line(err)}"))
-                os._exit(3)
-        self._intact()
-        self.send(Rows(variant.key, entry.key, ()))
+        with self.clock.instead("replay"):
+            try:
+                self._execute(variant, solution, gpu)
+                torch.cuda.synchronize(self.device)
+            except Exception as err:
+                if is_out_of_memory(err):
+                    torch.cuda.empty_cache()
+                if not context_alive():
+                    self.send(Fatal(variant.key, entry.key, f"{type(err).__name__}: {first_line(err)}"))
+                    os._exit(3)
+            self._intact()
+        self.send(Rows(variant.key, entry.key, (), self.clock.take()))
 
     def _send_rows(self, variant, entry, rows: list[dict]) -> None:
         import torch
 
         self.todo.get(variant.key, set()).discard(entry.key)
-        self.send(Rows(variant.key, entry.key, tuple(rows)))
+        self.send(Rows(variant.key, entry.key, tuple(rows), self.clock.take()))
         if not self.memory_sent:
             self.memory_sent = True
             self.send(Memory(int(torch.cuda.max_memory_reserved(self.device))))
@@ -459,7 +486,7 @@ class JobRun:
     def _fatal(self, variant, entry, rows: list[dict], err: BaseException) -> None:
         """The CUDA context is dead: send the pair's rows, say why, and end this process (the supervisor
         continues the job in a fresh worker)."""
-        self.send(Rows(variant.key, entry.key, tuple(rows)))
+        self.send(Rows(variant.key, entry.key, tuple(rows), self.clock.take()))
         self.send(Fatal(variant.key, entry.key, f"{type(err).__name__}: {first_line(err)}"))
         os._exit(3)
 

@@ -28,6 +28,7 @@ from oracleaudit.execution.supervisor import SliceResult, Supervisor
 
 INPUTS = ("a/s=0/official", "b/s=1/official", "c/s=2/odd")
 MUTANTS = ("m1", "m2", "m3")
+PAIR_S = 0.25  # the seconds a scripted worker reports with each pair's rows (Done reports 0.5 of execution)
 
 
 def make_job(variants=(ORIGINAL, *MUTANTS), inputs=INPUTS, references=INPUTS) -> Job:
@@ -111,7 +112,7 @@ class ScriptedWorker:
                 return
             if action == "crash":
                 if not again:
-                    put(Rows(variant, key, (ok_row(variant, key, "RuntimeError"),)))
+                    put(Rows(variant, key, (ok_row(variant, key, "RuntimeError"),), {"evidence": PAIR_S}))
                 put(Fatal(variant, key, "CUDA error: an illegal memory access was encountered"))
                 self._die(3)
                 return
@@ -122,9 +123,9 @@ class ScriptedWorker:
                 return
             if again:
                 replayed.append((variant, key))
-                put(Rows(variant, key, ()))
+                put(Rows(variant, key, (), {"replay": PAIR_S}))
                 continue
-            put(Rows(variant, key, (ok_row(variant, key, "OOM" if action == "oom" else "Ok"),)))
+            put(Rows(variant, key, (ok_row(variant, key, "OOM" if action == "oom" else "Ok"),), {"evidence": PAIR_S}))
             if first:
                 put(Memory(1 << 30))
                 first = False
@@ -193,6 +194,7 @@ def test_a_well_behaved_worker_gets_every_pair_recorded_once_by_one_process() ->
     assert set(recorded) == every_pair(job) and result.errors == []
     assert result.pairs == 12 and world.started == 1 and supervisor.restarts == 0
     assert result.seconds["execution"] == 0.5 and result.peak_bytes == 1 << 30
+    assert result.seconds["evidence"] == 12 * PAIR_S
 
 
 def test_a_crash_on_one_input_is_recorded_and_the_variant_goes_on_in_a_fresh_worker() -> None:
@@ -208,6 +210,18 @@ def test_a_crash_on_one_input_is_recorded_and_the_variant_goes_on_in_a_fresh_wor
     assert resumed.record_references == ()
     # m2 crashed: its remaining input runs after the others', alone, in the same fresh worker
     assert deferred.work == (("m2", (INPUTS[2],)),) and world.started == 2
+
+
+def test_a_dead_worker_s_seconds_count_up_to_its_last_pair_and_replays_have_their_own_phase() -> None:
+    """The seconds come pair by pair with the rows: the worker that crashed on m2's second input never says
+    Done, yet the pairs it finished count; the fresh worker's replays count as replay."""
+    world, job = World({("m2", INPUTS[1]): ["crash"]}, by_input=True), make_job()
+    result, recorded, _ = supervise(world, job)
+    assert set(recorded) == every_pair(job) and result.crashes == 1
+    observed = len([k for k in recorded if k[0] != REFERENCE])
+    assert result.seconds["evidence"] == observed * PAIR_S  # the crashed pair's rows came with its seconds
+    assert result.seconds["replay"] == result.replays * PAIR_S == 5 * PAIR_S
+    assert result.seconds["execution"] == 2 * 0.5  # Done from the two workers that finished their jobs
 
 
 def test_after_another_variant_s_crash_the_fresh_worker_first_replays_what_each_variant_ran() -> None:

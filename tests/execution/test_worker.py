@@ -155,3 +155,25 @@ def test_the_order_of_before_can_be_asked_for_to_compare_them(monkeypatch) -> No
     monkeypatch.setenv(worker.ORDER_ENV, "variant")
     assert not job_run(torch.nn.ReLU())._by_input(entry_bytes=64, inputs=69)
     assert job_run(torch.nn.ReLU())._by_input(entry_bytes=1 << 30, inputs=69)
+
+
+def test_the_phase_clock_hands_out_each_second_once_and_nothing_while_a_phase_runs(monkeypatch) -> None:
+    now = [100.0]
+    monkeypatch.setattr(worker, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    clock = worker.PhaseClock()
+    with clock("load"):
+        now[0] += 2.0
+    now[0] += 0.5  # outside any phase: other
+    with clock("execution"):
+        now[0] += 1.0
+        assert clock.take() == {}  # a phase is running: its time goes with the next take
+        now[0] += 1.0
+    assert clock.take() == {"load": 2.0, "execution": 2.0, "other": 0.5}
+    assert clock.take() == {"other": 0.0}
+    with clock.instead("replay"):  # a replay's phases count as replay
+        now[0] += 0.25
+        with clock("execution"):
+            now[0] += 3.0
+    with clock("evidence"):
+        now[0] += 1.5
+    assert clock.take() == {"replay": 3.25, "evidence": 1.5, "other": 0.0}
