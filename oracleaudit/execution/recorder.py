@@ -28,7 +28,7 @@ class RunResult:
     build_s: float = 0.0  # CPU seconds of the build processes
     build_wall_s: float = 0.0  # from the start to the last build's end
     seconds: Counter = field(default_factory=Counter)  # worker seconds by phase
-    idle_s: float = 0.0  # slot seconds spent waiting for a built job or for GPU memory
+    idle_s: float = 0.0  # slot seconds spent waiting for a built job, for GPU memory or for the run's end
     restarts: int = 0
     hangs: int = 0
     crashes: int = 0

@@ -259,7 +259,8 @@ class Scheduler:
             while not self.stop.is_set():
                 waiting = time.perf_counter()
                 job = self.work.take(self.stop)
-                if job is None:
+                if job is None:  # the slot waited for the last slices of the others: idle too
+                    self._idle(time.perf_counter() - waiting)
                     return
                 need = self.estimates.get(job.problem)
                 lease = memory.acquire(need, exclusive=job.exclusive, stop=self.stop.is_set)

@@ -1,0 +1,46 @@
+"""The local scheduler on the CPU: a job cut into slices goes through the real work queue, memory admission,
+supervisor threads and phase accounting, with scripted workers (tests/execution/test_supervisor.py) standing
+in for the GPU worker processes. Only the GPU's size and the build are faked: the scripted workers build
+nothing."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+
+from oracleaudit.execution import scheduler
+from oracleaudit.execution.protocol import ORIGINAL
+from oracleaudit.execution.recorder import RunResult
+from tests.execution.test_supervisor import INPUTS, ScriptedWorker, World, every_pair, make_job
+
+
+def run(world: World, job, monkeypatch, workers_per_gpu: int = 2, job_size: int = 2):
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: SimpleNamespace(total_memory=80 << 30))
+    monkeypatch.setattr(scheduler, "prebuild_in_order",
+                        lambda jobs, ready, stop: [ready(j, 0.0, True) for j in jobs])
+    recorded: dict[tuple[str, str], list[dict]] = {}
+
+    def on_rows(variant: str, rows: list[dict]) -> None:
+        key = (variant, rows[0]["input_id"])
+        assert key not in recorded, f"{key} recorded twice"
+        recorded[key] = rows
+
+    result = RunResult()
+    supervise = {"timeout_factor": 1.0, "timeout_floor_s": 0.3, "start": lambda gpu: ScriptedWorker(world)}
+    scheduler.Scheduler([job], 1, workers_per_gpu, job_size, on_rows, result, supervise).run()
+    return result, recorded
+
+
+def test_the_slices_of_a_job_are_recorded_whole_and_a_slot_waiting_for_the_last_slice_counts_as_idle(
+        monkeypatch) -> None:
+    """Two slots, two slices: m3's slice hangs twice on its first input (about a second of deadlines)
+    while the other slot, its slice done in milliseconds, waits for the run's end: that wait is idle time."""
+    world, job = World({("m3", INPUTS[0]): ["hang"]}), make_job()
+    result, recorded = run(world, job, monkeypatch)
+    assert set(recorded) == every_pair(job) and result.errors == []
+    assert [j.variants() for j in world.jobs][:2] in ([[ORIGINAL, "m1", "m2"], ["m3"]],
+                                                      [["m3"], [ORIGINAL, "m1", "m2"]])
+    assert result.hangs == 2 and result.seconds["hung"] >= 0.9
+    assert result.idle_s >= 0.8 * result.seconds["hung"], (result.idle_s, result.seconds)
+    assert result.execution_wall_s >= result.seconds["hung"] / 2
