@@ -4,11 +4,12 @@ orders of the pool inputs, so that an order can be chosen without GPU time.
 Input by input, a variant's first sticky crash at position q of its slice's input order ends a process in
 which every other variant still running in the slice has run q inputs (q + 1 for those before it in the
 variant order: the original, then mutant ids sorted); the fresh worker replays them, unrecorded, for each
-of them with inputs left (supervisor.py, `Job.replay`). The crashed variant is deferred, its remaining inputs run alone after the
-others', so its later crashes replay nothing and it is no longer among the others. The original is in the
-first slice only (later slices run it unrecorded, for timing, and never replay it). A row is a sticky crash
-when its message is one of the CUDA errors that end a context (STICKY) or says the worker died: the store
-marks them no other way, so this is an estimate. Pairs are every observed (variant, input) of the store.
+of them with inputs left (supervisor.py, `Job.replay`). The crashed variant is deferred, its remaining
+inputs run alone after the others', so its later crashes replay nothing and it is no longer among the
+others. The original is in the first slice only (later slices run it unrecorded, for timing, and never
+replay it). A row is a sticky crash when its message is one of the CUDA errors that end a context (STICKY)
+or says the worker died: the store marks them no other way, so this is an estimate. Pairs are every
+observed (variant, input) of the store.
 
 Orders (the worker runs an input's variants one after the other, each group of inputs with one set of
 models; a group is the inputs of one shape variant and weight seed):
