@@ -33,20 +33,20 @@ supervisor decides whether it reproduces with the GPU to itself.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
 import sys
 import time
 import traceback
-from collections import OrderedDict, defaultdict
+from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from oracleaudit.execution.entries import GpuEntry, HostEntry
 from oracleaudit.execution.guard import bits, checksums, poison_blocks
 from oracleaudit.execution.models import ModelTemplates
 from oracleaudit.execution.observation import first_line, is_out_of_memory, row, status_of
+from oracleaudit.execution.phases import PhaseClock
 from oracleaudit.execution.protocol import Built, Done, Failed, Fatal, Job, Memory, Ready, Rows, Started
 from oracleaudit.status import ORIGINAL, REFERENCE, Status
 from oracleaudit.tensors import map_tensors, tensor_bytes, tensors, to_double
@@ -71,50 +71,6 @@ def context_alive() -> bool:
 def entry_init(module: Any, device: str) -> list:
     init = list(module.get_init_inputs())
     return [x.to(device) if hasattr(x, "to") else x for x in init]
-
-
-class PhaseClock:
-    """Seconds spent by phase since they were last handed out (`take`): the worker reports them with each
-    pair's rows, so a worker that dies has reported all but its last pair's (before, only at a job's end: a
-    crash or a stopped run lost the whole job's seconds)."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, float] = defaultdict(float)
-        self.since = time.perf_counter()
-        self.open = 0  # phases being timed now
-
-    @contextlib.contextmanager
-    def __call__(self, phase: str) -> Iterator[None]:
-        started = time.perf_counter()
-        self.open += 1
-        try:
-            yield
-        finally:
-            self.open -= 1
-            self.seconds[phase] += time.perf_counter() - started
-
-    @contextlib.contextmanager
-    def instead(self, phase: str) -> Iterator[None]:
-        """Count the block's whole time as `phase`, whatever phases it times inside."""
-        before, started = dict(self.seconds), time.perf_counter()
-        try:
-            yield
-        finally:
-            self.seconds.clear()
-            self.seconds.update(before)
-            self.seconds[phase] += time.perf_counter() - started
-
-    def take(self) -> dict[str, float]:
-        """The seconds by phase since the last take, `other` the rest of the wall time (Python, messages),
-        and count again from now; nothing while a phase is being timed (its time goes to the next take)."""
-        if self.open:
-            return {}
-        now = time.perf_counter()
-        taken = {name: value for name, value in self.seconds.items() if value}
-        taken["other"] = max(0.0, now - self.since - sum(taken.values()))
-        self.seconds.clear()
-        self.since = now
-        return taken
 
 
 class JobRun:

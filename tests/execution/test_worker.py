@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from oracleaudit.execution import guard, worker
+from oracleaudit.execution import guard, phases, worker
 from oracleaudit.execution.models import ModelTemplates
 from oracleaudit.kernelbench import WEIGHT_SEED
 
@@ -159,8 +159,8 @@ def test_the_order_of_before_can_be_asked_for_to_compare_them(monkeypatch) -> No
 
 def test_the_phase_clock_hands_out_each_second_once_and_nothing_while_a_phase_runs(monkeypatch) -> None:
     now = [100.0]
-    monkeypatch.setattr(worker, "time", SimpleNamespace(perf_counter=lambda: now[0]))
-    clock = worker.PhaseClock()
+    monkeypatch.setattr(phases, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    clock = phases.PhaseClock()
     with clock("load"):
         now[0] += 2.0
     now[0] += 0.5  # outside any phase: other
