@@ -13,9 +13,10 @@ observed (variant, input) of the store.
 
 Orders (the worker runs an input's variants one after the other, each group of inputs with one set of
 models; a group is the inputs of one shape variant and weight seed):
-    worker       the groups in pool order of their first input (what the worker does now)
-    small-first  the groups by size, smallest first
-    probe        the first input of every group, group by group, then the rest of every group
+    groups       each group whole, groups in pool order of their first input (the worker's order before)
+    small-first  each group whole, the smallest group first
+    worker       the first input of every group, then the rest of each group (`plan.input_runs`, the
+                 worker's order now)
 
     PYTHONPATH=. python bench/replay_cost.py --store bench/results/full_run/shard1 [--pool default]
         [--job-size 48] [--json FILE]
@@ -28,10 +29,11 @@ import json
 import re
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from oracleaudit.execution.plan import JOB_SIZE  # noqa: E402
+from oracleaudit.execution.plan import JOB_SIZE, input_runs  # noqa: E402
 from oracleaudit.pool import Pool  # noqa: E402
 from oracleaudit.status import ORIGINAL, REFERENCE  # noqa: E402
 from oracleaudit.store import EvidenceStore  # noqa: E402
@@ -42,13 +44,16 @@ STICKY = re.compile(r"illegal memory access|illegal instruction|misaligned addre
 
 
 def orders(pool: Pool) -> dict[str, list[str]]:
+    """The pool's keys in each order. A group's shape variant stands for its overrides, which the worker
+    resolves per problem (two shapes that resolve alike for a problem are one group there)."""
+    entries = [SimpleNamespace(key=e.key, overrides=(e.shape,), weight_seed=e.weight_seed) for e in pool.entries]
     groups: dict[tuple, list[str]] = {}
-    for entry in pool.entries:
-        groups.setdefault((entry.shape, entry.weight_seed), []).append(entry.key)
+    for entry in entries:
+        groups.setdefault((entry.overrides, entry.weight_seed), []).append(entry.key)
     ordered = list(groups.values())
-    return {"worker": [k for g in ordered for k in g],
+    return {"groups": [k for g in ordered for k in g],
             "small-first": [k for g in sorted(ordered, key=len) for k in g],
-            "probe": [g[0] for g in ordered] + [k for g in ordered for k in g[1:]]}
+            "worker": [e.key for run in input_runs(entries, pool.keys()) for e in run]}
 
 
 def first_crashes(rows) -> dict[tuple[str, str], set[str]]:

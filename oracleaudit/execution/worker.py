@@ -7,9 +7,11 @@ never grows with the number of pool inputs. References come from the reference c
 computed once per input with one fp64 copy of the Model per shape group; the worker keeps the inputs and
 references it will need again on the host, within `HOST_BUDGET_BYTES`.
 
-Order: the pool inputs are taken by shape group (entries with the same shape overrides share the init args,
-the Model and the templates; each variant's ModelNew is constructed once and deep-copied per input,
-KernelBench's way of building it). Within a group the pairs run input by input — the input and its references
+Order: the pool inputs are taken in runs of one shape group (entries with the same shape overrides share the
+init args, the Model and the templates; each variant's ModelNew is constructed once per run and deep-copied
+per input, KernelBench's way of building it): the first input of every group, then the rest of each group
+(`plan.input_runs`: a variant that crashes on a shape crashes there early, when a crash costs few replays).
+Within a run the pairs run input by input — the input and its references
 go to the GPU once for every variant, and every variant's template is kept on the host, out of reach of
 another variant's stray writes — unless an input's working set is smaller than the Model's weights and the
 group's inputs fit in host memory; then variant by variant, one template at a time on the GPU. (Copying an
@@ -47,6 +49,7 @@ from oracleaudit.execution.guard import bits, checksums, poison_blocks
 from oracleaudit.execution.models import ModelTemplates
 from oracleaudit.execution.observation import first_line, is_out_of_memory, row, status_of
 from oracleaudit.execution.phases import PhaseClock
+from oracleaudit.execution.plan import input_runs
 from oracleaudit.execution.protocol import Built, Done, Failed, Fatal, Job, Memory, Ready, Rows, Started
 from oracleaudit.status import ORIGINAL, REFERENCE, Status
 from oracleaudit.tensors import map_tensors, tensor_bytes, tensors, to_double
@@ -133,7 +136,7 @@ class JobRun:
         if unknown:
             raise RuntimeError(f"the build plan of {job.solution} has no variants {sorted(unknown)[:3]}")
         wanted = set(job.record_references).union(*self.todo.values(), *self.replay.values())
-        for group in self._groups([entries[key] for key, *_ in job.entry_keys if key in wanted]):
+        for group in input_runs([entries[key] for key, *_ in job.entry_keys], wanted):
             self._run_group(group)
         self.send(Done(self.clock.take(), int(torch.cuda.max_memory_reserved(self.device))))
 
@@ -161,15 +164,7 @@ class JobRun:
             raise RuntimeError(f"pool {job.pool} has no inputs {missing[:3]} for {self.problem.label} any more")
         return entries
 
-    def _groups(self, entries: list) -> list[list]:
-        """The entries by shape overrides and weight seed (one set of models each), in pool order of each
-        group's first entry."""
-        groups: dict[Any, list] = {}
-        for entry in entries:
-            groups.setdefault((tuple(entry.overrides or ()), entry.weight_seed), []).append(entry)
-        return list(groups.values())
-
-    # ---- one shape group -------------------------------------------------------------------------------
+    # ---- one run of a shape group (plan.input_runs) ------------------------------------------------------
 
     def _run_group(self, group: list) -> None:
         import torch

@@ -292,3 +292,25 @@ def test_a_store_resumes_only_under_a_pool_that_gives_the_same_inputs(workdir: P
         runner.open_store(workdir / "evidence", str(pool), mutants)
     EvidenceStore(workdir / "old").create({"pool": str(pool), "mutants_sha256": "0" * 64})
     assert "pool_sha256" not in runner.open_store(workdir / "old", str(pool), mutants).meta
+
+
+def test_a_worker_runs_the_first_input_of_every_shape_group_first_and_keeps_that_order_when_continuing() -> None:
+    """Entries of three groups (official, odd, and one with its own weight seed): the first of each group,
+    then the rest group by group, as runs of one group each; a worker continuing the job with some inputs
+    done keeps the order of the whole job."""
+    from types import SimpleNamespace
+
+    from oracleaudit.execution.plan import input_runs
+
+    def entry(key: str, overrides: tuple, seed: int = 42):
+        return SimpleNamespace(key=key, overrides=overrides, weight_seed=seed)
+
+    odd = (("n", 3),)
+    entries = [entry("o1", ()), entry("o2", ()), entry("t1", (), seed=7), entry("o3", ()), entry("d1", odd),
+               entry("d2", odd)]
+    keys = [[e.key for e in run] for run in input_runs(entries, {e.key for e in entries})]
+    assert keys == [["o1"], ["t1"], ["d1"], ["o2", "o3"], ["d2"]]
+    assert [[e.key for e in run] for run in input_runs(entries, {"o2", "d1", "d2", "o3"})] == [
+        ["d1"], ["o2", "o3"], ["d2"]]
+    one_group = [entry(k, ()) for k in ("a", "b", "c")]
+    assert [[e.key for e in run] for run in input_runs(one_group, {"a", "b", "c"})] == [["a", "b", "c"]]

@@ -35,11 +35,12 @@ def test_a_crash_replays_what_the_others_ran_and_a_variant_with_nothing_left_rep
     assert replay_cost.replays(frame, ["a", "b", "c"], job_size=1) == (2, [1, 2])
 
 
-def test_the_probe_order_puts_the_first_input_of_every_group_first() -> None:
+def test_the_worker_s_order_puts_the_first_input_of_every_group_first() -> None:
     pool = Pool.load("default")
     orders = replay_cost.orders(pool)
-    assert sorted(orders["probe"]) == sorted(orders["worker"]) == sorted(pool.keys())
+    assert sorted(orders["worker"]) == sorted(orders["groups"]) == sorted(pool.keys())
     groups = {(e.shape, e.weight_seed) for e in pool.entries}
-    probe = orders["probe"][:len(groups)]
-    assert {(pool.get(k).shape, pool.get(k).weight_seed) for k in probe} == groups
-    assert orders["worker"][0] == probe[0] == pool.keys()[0]
+    first = orders["worker"][:len(groups)]
+    assert {(pool.get(k).shape, pool.get(k).weight_seed) for k in first} == groups
+    assert orders["groups"][0] == first[0] == pool.keys()[0]
+    assert orders["groups"][len(groups)] != orders["worker"][len(groups)]
