@@ -4,22 +4,22 @@
 Memory: what the GPU holds at any time is one input's working set — the problem's fp32 Model (the reference
 runs between the two kernel runs), the variant's model, one input, its outputs and its two references — and
 never grows with the number of pool inputs. References come from the reference cache (references.py) or are
-computed once per input with one fp64 copy of the Model per shape group; the worker keeps the inputs and
-references it will need again on the host, within `HOST_BUDGET_BYTES`.
+computed once per input with one fp64 copy of the Model per run of a shape group; the worker keeps the inputs
+and references it will need again on the host, within `HOST_BUDGET_BYTES`.
 
 Order: the pool inputs are taken in runs of one shape group (entries with the same shape overrides share the
-init args, the Model and the templates; each variant's ModelNew is constructed once per run and deep-copied
-per input, KernelBench's way of building it): the first input of every group, then the rest of each group
+init args, the Model and the templates; each variant's ModelNew is constructed once per run and deep-copied per
+input, KernelBench's way of building it): the first input of every group, then the rest of each group
 (`plan.input_runs`: a variant that crashes on a shape crashes there early, when a crash costs few replays).
-Within a run the pairs run input by input — the input and its references
-go to the GPU once for every variant, and every variant's template is kept on the host, out of reach of
-another variant's stray writes — unless an input's working set is smaller than the Model's weights and the
-group's inputs fit in host memory; then variant by variant, one template at a time on the GPU. (Copying an
-input and its references to the GPU for every pair was most of a pair's device time: the copies come from
-pageable memory.) The original runs first on every input, so the supervisor knows its time before any
-mutant's deadline. A fresh worker that continues a slice first runs again, unrecorded and in their place in
-that order, the pairs of `Job.replay` (each variant's inputs recorded in a process that died for another
-variant's fault), so that a variant's state across inputs does not depend on its neighbours in the slice.
+Within a run the pairs run input by input — the input and its references go to the GPU once for every variant,
+and every variant's template is kept on the host, out of reach of another variant's stray writes — unless an
+input's working set is smaller than the Model's weights and the group's inputs fit in host memory; then variant
+by variant, one template at a time on the GPU. (Copying an input and its references to the GPU for every pair
+was most of a pair's device time: the copies come from pageable memory.) The original runs first on every
+input, so the supervisor knows its time before any mutant's deadline. A fresh worker that continues a slice
+first runs again, unrecorded and in their place in that order, the pairs of `Job.replay` (each variant's inputs
+recorded in a process that died for another variant's fault), so that a variant's state across inputs does not
+depend on its neighbours in the slice.
 
 Each pair: fresh GPU copies of the input (and of the model, from its template, with the RNG states the
 constructor left), then kernel → reference → kernel (a stale buffer shows in the second run; what the first
