@@ -98,7 +98,7 @@ def shard(mutants_dir: Path, spec: str, work: Path) -> Path:
 
 def full(args) -> None:
     from oracleaudit import execution as runner
-    from oracleaudit.scoring.oracle import catalog, covering
+    from oracleaudit.scoring.oracle import covering
 
     state = _state(args.state)
     calls = state.setdefault("full", {"calls": []})["calls"]
@@ -107,7 +107,7 @@ def full(args) -> None:
         state["full"]["shard"] = args.shard
     result = runner.run(args.mutants, args.store, pool="default", workers_per_gpu=args.workers_per_gpu,
                         stop_after_s=args.stop_after, per_solution=args.per_solution, show_progress=False,
-                        cover=covering(catalog()))  # as `oracleaudit run` does
+                        cover=covering())  # as `oracleaudit run` does
     summary = result.summary()
     summary["cold_cache"] = not calls and args.cold
     summary["per_solution"] = args.per_solution
@@ -197,7 +197,7 @@ def _real_size_inputs(work: Path) -> Path:
 
 def real(args) -> None:
     from oracleaudit import execution as runner
-    from oracleaudit.scoring.oracle import catalog, covering
+    from oracleaudit.scoring.oracle import covering
     from oracleaudit.store import EvidenceStore
 
     state = _state(args.state)
@@ -206,7 +206,7 @@ def real(args) -> None:
     mutants = _real_size_inputs(work)
     pool = str(REAL / "pool.toml")
     result = runner.run(mutants, store, pool=pool, workers_per_gpu=args.workers_per_gpu, job_size=args.job_size,
-                        show_progress=False, cover=covering(catalog()))
+                        show_progress=False, cover=covering())
     holes = _holes(mutants, store, pool)
     rows = EvidenceStore(store).open().read(columns=["problem", "mutant_id", "status", "inferred"])
     summary = result.summary()

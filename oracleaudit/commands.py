@@ -212,13 +212,13 @@ def _cover(args: argparse.Namespace):
     """The run's cover: one input of each --cover-oracle (default: each catalog oracle) at each shape;
     None with --no-cover."""
     from oracleaudit.errors import OracleAuditError
-    from oracleaudit.scoring.oracle import catalog, covering
+    from oracleaudit.scoring.oracle import covering
 
     if args.no_cover:
         if args.cover:
             raise OracleAuditError("--no-cover and --cover-oracle exclude each other")
         return None
-    return covering(args.cover or catalog())
+    return covering(args.cover or ())
 
 
 def _run_run(args: argparse.Namespace) -> int:

@@ -19,8 +19,8 @@ import fnmatch
 import re
 import tomllib
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from functools import partial
+from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from oracleaudit import fields
@@ -323,10 +323,10 @@ def input_cover(problem: str, keys: Sequence[str], oracles: Sequence[Oracle]) ->
     return tuple(k for k in keys if k in chosen)
 
 
-def covering(names: Sequence[str | Path]) -> Callable[[str, Sequence[str]], tuple[str, ...]]:
-    """The run stage's cover (`execution.plan.Cover`) of these oracles (catalog names or protocol files):
-    `input_cover` of a problem's input keys."""
-    return partial(input_cover, oracles=[Oracle.load(name) for name in names])
+def covering(names: Sequence[str | Path] = ()) -> Callable[[str, Sequence[str]], tuple[str, ...]]:
+    """The run stage's cover (`execution.plan.Cover`) of these oracles (catalog names or protocol files; none:
+    every catalog oracle): `input_cover` of a problem's input keys."""
+    return partial(input_cover, oracles=[Oracle.load(name) for name in names or catalog()])
 
 
 # ---------------------------------------------------------------------------------------------------------
