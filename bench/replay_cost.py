@@ -33,6 +33,7 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from oracleaudit.errors import OracleAuditError  # noqa: E402
 from oracleaudit.execution.plan import JOB_SIZE, input_runs  # noqa: E402
 from oracleaudit.pool import Pool  # noqa: E402
 from oracleaudit.status import ORIGINAL, REFERENCE  # noqa: E402
@@ -92,14 +93,20 @@ def main() -> None:
     parser.add_argument("--job-size", type=int, default=JOB_SIZE, help="variants per slice (run's --job-size)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
-    rows = EvidenceStore(args.store).open().read(
-        columns=["problem", "mutant_id", "input_id", "output_index", "status", "error_message", "inferred"])
+    if args.job_size < 1:
+        sys.exit(f"replay_cost.py: error: --job-size must be ≥ 1, got {args.job_size}")
+    try:
+        pool = Pool.load(args.pool)
+        rows = EvidenceStore(args.store).open().read(
+            columns=["problem", "mutant_id", "input_id", "output_index", "status", "error_message", "inferred"])
+    except OracleAuditError as err:
+        sys.exit(f"replay_cost.py: error: {err}")
     rows = rows[(rows.output_index == 0) & (rows.mutant_id != REFERENCE)]
     pairs = int((~rows.inferred.fillna(False).astype(bool)).sum())
     result = {"store": str(args.store), "pairs": pairs, "first_crashes": len(first_crashes(rows)),
               "job_size": args.job_size, "orders": {}}
     print(f"{pairs} pairs observed, {result['first_crashes']} variants with a sticky crash")
-    for name, order in orders(Pool.load(args.pool)).items():
+    for name, order in orders(pool).items():
         total, positions = replays(rows, order, args.job_size)
         result["orders"][name] = {"replayed_pairs": total, "per_pair": round(total / pairs, 3) if pairs else None,
                                   "first_crash_positions": sorted(positions)}

@@ -44,3 +44,13 @@ def test_the_worker_s_order_puts_the_first_input_of_every_group_first() -> None:
     assert {(pool.get(k).shape, pool.get(k).weight_seed) for k in first} == groups
     assert orders["groups"][0] == first[0] == pool.keys()[0]
     assert orders["groups"][len(groups)] != orders["worker"][len(groups)]
+
+
+def test_a_folder_that_is_no_store_is_one_line_naming_it(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(SCRIPT), "--store", str(tmp_path)], capture_output=True, text=True)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"replay_cost.py: error: {tmp_path}/manifest.json: no such file (not an evidence store)"]
