@@ -31,8 +31,9 @@ class Job:
     `mutants` are all the solution's mutants as dicts (the build plan is made from all of them, so every
     slice loads the same extensions); `work` lists, in order, each variant to observe (the original first,
     if at all) with the pool input keys to observe it on. `record_references` names the inputs whose
-    reference rows this job records. `time_original` makes the worker run the original first on every input
-    without recording it, so the supervisor can scale the mutants' deadlines by its times. `replay` lists, for
+    reference rows this job records. `time_original` names the inputs of the work on which the worker runs the
+    original first without recording it (those where the original is not owed, and not timed yet), so the
+    supervisor can scale every mutant's deadline by the original's time on its input. `replay` lists, for
     a fresh worker that continues a slice, each variant's inputs already recorded in a process that died (by
     another variant's fault): the worker runs them again, unrecorded and in their place in the order, so a
     variant keeps across inputs whatever state its process would have had (a static buffer, a call count).
@@ -50,7 +51,7 @@ class Job:
     shapes: tuple[tuple[str, tuple, tuple], ...] = ()  # (shape variant, overrides, input shapes) as resolved
     work: tuple[tuple[str, tuple[str, ...]], ...] = ()
     record_references: tuple[str, ...] = ()
-    time_original: bool = False
+    time_original: tuple[str, ...] = ()  # input keys (see above)
     replay: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (variant, input keys run again, unrecorded)
     cover: tuple[str, ...] = ()  # input keys never inferred
     unbuildable: tuple[tuple[str, str], ...] = ()  # (mutant id, compiler error) found when prebuilding

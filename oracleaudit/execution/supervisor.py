@@ -42,7 +42,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Container
 
 from oracleaudit.execution.protocol import Built, Done, Failed, Fatal, Job, Memory, Ready, Rows, Started
 from oracleaudit.status import ORIGINAL, REFERENCE, Status
@@ -178,6 +178,16 @@ def failure_row(job: Job, variant: str, key: str, status: str, error_class: str,
             "error_class": error_class, "error_message": message, "inferred": inferred}
 
 
+def untimed(job: Job, work: dict[str, list[str]], timed: Container[str]) -> tuple[str, ...]:
+    """The inputs of `work` (variant → input keys) the original must run on first, unrecorded, to time the
+    mutants' deadlines: those it is not itself owed on and has no time for, in the job's input order. (A run
+    stopped after some of the original's rows left it owed on the other inputs only; a mutant on a recorded
+    input then waited under the original's deadline, ten minutes, for want of its time.)"""
+    owed = set(work.get(ORIGINAL, ()))
+    wanted = {key for variant, keys in work.items() if variant != ORIGINAL for key in keys}
+    return tuple(key for key, *_ in job.entry_keys if key in wanted and key not in owed and key not in timed)
+
+
 class _Slice:
     """The state of one job under supervision: what is still to observe, and the original's times."""
 
@@ -213,8 +223,8 @@ class _Slice:
 
     def next_job(self) -> Job:
         """The job for a (fresh) worker: what is left of the variants not deferred, else the first deferred
-        variant alone; the original run first, unrecorded, to time the deadlines when it is not part of the
-        work and has not been timed yet."""
+        variant alone; the original run first, unrecorded, on each input of the work it is not owed on and
+        has no time for yet, so no mutant pair waits under the original's own deadline."""
         work = {v: i for v, i in self.work.items() if v not in self.deferred}
         if not work and self.work:
             first = min(self.work)
@@ -222,7 +232,7 @@ class _Slice:
         self.sent = set(work)
         return replace(self.job, work=tuple((v, tuple(i)) for v, i in work.items()),
                        record_references=tuple(sorted(self.references)),
-                       time_original=ORIGINAL not in work and bool(work) and not self.original_s,
+                       time_original=untimed(self.job, work, self.original_s),
                        replay=tuple((v, tuple(self.history[v])) for v in work if self.history.get(v)))
 
     def forget(self, variant: str) -> None:
@@ -320,7 +330,7 @@ class Supervisor:
             # "restart": a fresh worker continues with what is left
         if state.alone:
             result.alone = replace(job, work=tuple((v, tuple(i)) for v, i in state.alone.items()),
-                                   record_references=(), time_original=ORIGINAL not in state.alone,
+                                   record_references=(), time_original=untimed(job, state.alone, {}),
                                    exclusive=True)
         return result
 

@@ -126,9 +126,8 @@ class JobRun:
                 self.send(Rows(key, input_key, (row(key, job.problem, job.entry(input_key), 0, Status.BUILD_ERROR,
                                                     "BuildError", message, None, None,
                                                     self.mode(entries[input_key]), None, None),)))
-        originals = set().union(*self.todo.values()) if self.todo else set()
-        if job.time_original and ORIGINAL not in self.todo and originals:
-            self.todo[ORIGINAL] = originals  # run, not recorded: the supervisor times it
+        if job.time_original:  # run first on these inputs, not recorded: the supervisor times it
+            self.todo.setdefault(ORIGINAL, set()).update(job.time_original)
         by_key = {v.key: v for v in self.plan.variants}
         self.variants = [by_key[key] for key in [ORIGINAL, *sorted(k for k in self.todo if k != ORIGINAL)]
                          if key in self.todo and key in by_key]

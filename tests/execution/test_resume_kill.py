@@ -44,7 +44,7 @@ from oracleaudit.execution.protocol import (
 from oracleaudit.execution.recorder import Recorder, RunResult
 from oracleaudit.execution.supervisor import Supervisor
 from oracleaudit.store import KEY_COLUMNS, MANIFEST_FILE, RUN_IDENTITY, EvidenceStore
-from tests.execution.test_supervisor import ScriptedWorker, World
+from tests.execution.test_supervisor import ScriptedWorker, World, work_with_timing
 
 PAIR_S = 0.02  # seconds each (variant, input) pair takes in the scripted worker
 FLUSH_S = 0.05  # the Recorder's commit interval: parts are committed all through a run
@@ -101,10 +101,7 @@ class SlowWorker(ScriptedWorker):
         put(Built(0.01))
         for key in job.record_references:
             put(Rows(REFERENCE, key, rows_of(job.problem, REFERENCE, key)))
-        work = [(v, list(i)) for v, i in job.work]
-        if job.time_original:  # the original first, unrecorded, to time the deadlines
-            work = [(ORIGINAL, sorted({k for _, i in work for k in i})), *work]
-        for variant, inputs in work:
+        for variant, inputs in work_with_timing(job):  # the original first: timed, unrecorded
             for key in inputs:
                 put(Started(variant, key))
                 time.sleep(PAIR_S)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -65,6 +65,16 @@ class World:
         return plan[min(n, len(plan) - 1)]
 
 
+def work_with_timing(job: Job) -> list[tuple[str, list[str]]]:
+    """A job's work as a worker runs it: the original first, on its own inputs and on those the job asks it
+    to be timed on (`time_original`, unrecorded), in the job's input order."""
+    work = {v: list(i) for v, i in job.work}
+    if job.time_original:
+        timed = set(work.pop(ORIGINAL, ())) | set(job.time_original)
+        work = {ORIGINAL: [key for key, *_ in job.entry_keys if key in timed], **work}
+    return list(work.items())
+
+
 class ScriptedWorker:
     """A worker process stand-in: a thread answering jobs with protocol messages."""
 
@@ -88,10 +98,7 @@ class ScriptedWorker:
         put(Built(0.01))
         for key in job.record_references:
             put(Rows(REFERENCE, key, (ok_row(REFERENCE, key),)))
-        work = [(v, list(i)) for v, i in job.work]
-        if job.time_original:
-            inputs = sorted({k for _, i in work for k in i})
-            work = [(ORIGINAL, inputs), *work]
+        work = work_with_timing(job)
         replay = dict(job.replay)
         order = [key for key, *_ in job.entry_keys]
         pairs = [(v, k, k not in inputs) for v, inputs in work for k in order
@@ -206,7 +213,7 @@ def test_a_crash_on_one_input_is_recorded_and_the_variant_goes_on_in_a_fresh_wor
     assert supervisor.restarts == 1 and result.crashes == 1 and result.hangs == 0
     resumed, deferred = world.jobs[1:]
     assert resumed.variants() == ["m3"] and ORIGINAL not in resumed.variants()
-    assert resumed.time_original is False  # the original's times are already known
+    assert resumed.time_original == ()  # the original's times are already known
     assert resumed.record_references == ()
     # m2 crashed: its remaining input runs after the others', alone, in the same fresh worker
     assert deferred.work == (("m2", (INPUTS[2],)),) and world.started == 2
@@ -357,7 +364,7 @@ def test_out_of_memory_while_sharing_the_gpu_is_handed_back_to_run_alone() -> No
     result, recorded, _ = supervise(world, job, shared=True)
     assert ("m2", INPUTS[0]) not in recorded and set(recorded) == every_pair(job) - {("m2", INPUTS[0])}
     assert result.alone is not None and result.alone.exclusive
-    assert result.alone.work == (("m2", (INPUTS[0],)),) and result.alone.time_original
+    assert result.alone.work == (("m2", (INPUTS[0],)),) and result.alone.time_original == (INPUTS[0],)
 
     alone_result, alone_recorded, _ = supervise(world, result.alone, shared=False)
     assert alone_recorded == {("m2", INPUTS[0]): [ok_row("m2", INPUTS[0])]}  # it was the neighbours' memory
@@ -409,4 +416,22 @@ def test_a_slice_without_the_original_times_it_first_without_recording_it(varian
     world, job = World(), make_job(variants=variants, references=())
     _, recorded, _ = supervise(world, job)
     assert set(recorded) == every_pair(job)
-    assert world.jobs[0].time_original == (ORIGINAL not in variants)
+    assert world.jobs[0].time_original == (() if ORIGINAL in variants else INPUTS)
+
+
+def test_a_slice_owing_the_original_some_inputs_times_it_on_the_others_before_any_mutant_runs_there() -> None:
+    """A run stopped after the original's rows on the first input owes the original the other inputs only.
+    The original is timed on the first input too, so a mutant hanging there gets a deadline scaled by it, not
+    the original's own (ten minutes: the stop-and-resume GPU tests ran out of time on it)."""
+    world = World({("m1", INPUTS[0]): ["hang"]}, by_input=True)
+    job = replace(make_job(references=()), work=((ORIGINAL, INPUTS[1:]), *((v, INPUTS) for v in MUTANTS)))
+    stop = threading.Event()
+    timer = threading.Timer(10.0, stop.set)  # the original's deadline would hold the hang far longer
+    timer.start()
+    try:
+        result, recorded, _ = supervise(world, job, stop=stop)
+    finally:
+        timer.cancel()
+    assert world.jobs[0].time_original == (INPUTS[0],)
+    assert not stop.is_set() and set(recorded) == every_pair(job) and result.errors == []
+    assert status(recorded, "m1", INPUTS[0]) == ("Timeout", False)
