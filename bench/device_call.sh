@@ -23,6 +23,11 @@
 #
 # Python wheels the machine lacks are installed from .whl/ when it is there. The state of run_scale.py lives in
 # out/scale.json, restored with the store; `memory` figures come from bench/results/run_scale.json when absent.
+#
+# DUMP_AT="250 300" (seconds after the start): every Python process of the call writes the stacks of all its
+# threads then (faulthandler on SIGUSR1, registered by a sitecustomize in every process, forked ones too), with
+# the process tree, into $OUT/thread-dumps.tgz: where a run that does not end is waiting (it found a mutant held
+# under the original's 600 s deadline after a resume).
 set -o pipefail
 START=$(date +%s)
 LIMIT=${LIMIT:-600}
@@ -33,6 +38,34 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 : "${OUT:?OUT must name the folder whose files come back}"
+if [ -n "${DUMP_AT:-}" ]; then
+    mkdir -p /tmp/site /tmp/thread-dumps
+    cat > /tmp/site/sitecustomize.py <<'PY'
+import faulthandler
+import os
+import signal
+
+
+def _register():
+    global _sink
+    _sink = open(f"/tmp/thread-dumps/{os.getpid()}.log", "w")
+    faulthandler.register(signal.SIGUSR1, file=_sink, all_threads=True)
+
+
+_register()
+os.register_at_fork(after_in_child=_register)
+PY
+    (
+        for at in $DUMP_AT; do
+            sleep "$(( at - ($(date +%s) - START) ))" 2>/dev/null
+            ps -eo pid,ppid,etimes,args --forest | grep -vF '\_ [' > "/tmp/thread-dumps/ps-at-$at.txt"
+            # Python interpreters only: a SIGUSR1 ends any other process (the `timeout` wrapper among them)
+            pkill -USR1 -f '^(/[^ ]*/)?python3?(\.[0-9]+)? '
+        done
+    ) &
+    dumper=$!
+    trap 'kill "$dumper" 2>/dev/null; sleep 1; tar -czf "$OUT/thread-dumps.tgz" -C /tmp thread-dumps' EXIT
+fi
 nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv,noheader
 part=$1; shift
 
