@@ -9,6 +9,9 @@
              second is printed. An untimed run at the largest count comes first, so that every timed run finds
              the references in the reference cache and the evidence kernels compiled: measured without it, the
              first of two runs of the same sample was 20-25% slower than the second whatever its order.
+             With --host-pairs 2048,65536 each count also runs with each bound on the hull candidates
+             finished on the CPU (evidence_kernels.HOST_PAIRS_ENV; 2048: every second transfer's candidates
+             finished on the GPU, as before), and the ratio of pairs per second to the first bound is printed.
     kernels  one job per sampled solution, each in a child process with the GPU to itself, under
              torch.profiler (CUDA activity): per pair, the device microseconds and launches of its kernels
              and copies by kind (the fused evidence kernels, memory copies and sets, reductions such as the
@@ -38,6 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
+SETTINGS = ("order", "host_pairs")  # what --orders and --host-pairs vary, in that order
 ROOT = Path(__file__).resolve().parent.parent
 
 # Kernel kinds by name (torch.profiler's names: the demangled kernel, or "Memcpy …"/"Memset …"), first match.
@@ -101,44 +105,64 @@ def _sample(mutants: Path, solutions: int, per_solution: int, out: Path, named: 
     return chosen
 
 
-def _workers(sample: Path, pool: str, counts: list[int], orders: list[str], work: Path) -> list[dict]:
-    """Each worker count under each pair order (the worker's `ORDER_ENV`: "auto" chooses input by input by
-    bytes, "variant" is the order of before), side by side in this one process, each into a fresh store."""
+def _workers(sample: Path, pool: str, counts: list[int], settings: list[dict], work: Path) -> list[dict]:
+    """Each worker count under each setting, side by side in this one process, each into a fresh store. A
+    setting names the pair order (the worker's `ORDER_ENV`: "auto" chooses input by input by bytes,
+    "variant" is the order of before) and, where given, the most hull candidates finished on the CPU
+    (`evidence_kernels.HOST_PAIRS_ENV`)."""
     import os
 
     from oracleaudit import execution as runner
+    from oracleaudit.execution.evidence_kernels import HOST_PAIRS_ENV
     from oracleaudit.execution.worker import ORDER_ENV
 
+    names = {"order": ORDER_ENV, "host_pairs": HOST_PAIRS_ENV}
     started = time.perf_counter()
     runner.run(sample, work / "evidence-warm-up", pool=pool, workers_per_gpu=max(counts), show_progress=False)
     print(f"warm-up run (not timed): {time.perf_counter() - started:.1f} s", flush=True)
     results = []
     for count in counts:
-        for order in orders:
-            os.environ[ORDER_ENV] = order
+        for setting in settings:
+            label = "-".join(str(v) for v in setting.values())
+            os.environ.update({names[k]: str(v) for k, v in setting.items()})
             started = time.perf_counter()
             try:
-                result = runner.run(sample, work / f"evidence-w{count}-{order}", pool=pool, workers_per_gpu=count,
+                result = runner.run(sample, work / f"evidence-w{count}-{label}", pool=pool, workers_per_gpu=count,
                                     show_progress=False)
             finally:
-                os.environ.pop(ORDER_ENV, None)
+                for key in setting:
+                    os.environ.pop(names[key], None)
             wall = time.perf_counter() - started
             summary = result.summary()
-            entry = {"workers_per_gpu": count, "order": order, "wall_s": round(wall, 1), "pairs": summary["pairs_run"],
+            entry = {"workers_per_gpu": count, **setting, "wall_s": round(wall, 1), "pairs": summary["pairs_run"],
                      "pairs_per_s": round(summary["pairs_run"] / wall, 1),
                      "gpu_busy_fraction": summary["gpu_busy_fraction"],
                      "phases": summary["phases"], "errors": len(summary["errors"])}
-            print(f"{count} workers, order {order}: {wall:6.1f} s, {entry['pairs_per_s']:7.1f} pairs/s, GPU busy "
+            print(f"{count} workers, {setting}: {wall:6.1f} s, {entry['pairs_per_s']:7.1f} pairs/s, GPU busy "
                   f"{entry['gpu_busy_fraction']}, phases {summary['phases']}", flush=True)
             results.append(entry)
     return results
 
 
+def setting_ratios(workers: list[dict], key: str, value, base) -> dict[str, float]:
+    """Pairs per second with `key` = `value` over `key` = `base`, by worker count, where both ran with the
+    other settings alike (the label names those settings when they vary)."""
+    def others(w: dict) -> tuple:
+        return tuple((k, w[k]) for k in SETTINGS if k != key and k in w)
+
+    rate = {(w["workers_per_gpu"], others(w), w.get(key)): w["pairs_per_s"] for w in workers}
+    varied = len({other for _, other, _ in rate}) > 1
+    ratios = {}
+    for (count, other, v), pairs_per_s in rate.items():
+        if v == value and rate.get((count, other, base)):
+            label = " ".join([str(count), *(f"{k}={x}" for k, x in other)]) if varied else str(count)
+            ratios[label] = round(pairs_per_s / rate[(count, other, base)], 2)
+    return ratios
+
+
 def order_ratios(workers: list[dict]) -> dict[str, float]:
     """Pairs per second of the "auto" order over the "variant" order, by worker count (where both ran)."""
-    rate = {(w["workers_per_gpu"], w["order"]): w["pairs_per_s"] for w in workers}
-    return {str(count): round(rate[(count, "auto")] / rate[(count, "variant")], 2)
-            for count, order in rate if order == "auto" and rate.get((count, "variant"))}
+    return setting_ratios(workers, "order", "auto", "variant")
 
 
 def _profile_job(job, path: str) -> None:
@@ -182,13 +206,13 @@ def _kernels(sample: Path, pool: str, work: Path) -> tuple[list[dict], list[str]
     return records, lost
 
 
-def _counts(text: str) -> list[int]:
+def _counts(text: str, what: str = "worker counts") -> list[int]:
     try:
         counts = [int(x) for x in text.split(",")]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of worker counts: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of {what}: {text!r}") from None
     if not counts or any(c < 1 for c in counts):
-        raise argparse.ArgumentTypeError(f"worker counts must be ≥ 1, got {text!r}")
+        raise argparse.ArgumentTypeError(f"{what} must be ≥ 1, got {text!r}")
     return counts
 
 
@@ -206,6 +230,10 @@ def main() -> None:
     parser.add_argument("--orders", default="auto", metavar="ORDER,...",
                         help="pair orders to time side by side: auto (the worker's choice), variant (variant by "
                              "variant, the order of before); default auto")
+    parser.add_argument("--host-pairs", type=lambda text: _counts(text, "hull candidate bounds"), default=[],
+                        metavar="N,N,...",
+                        help="the most hull candidates finished on the CPU (evidence_kernels.HOST_PAIRS_ENV), "
+                             "timed side by side (2048: none after the first transfer); default the package's")
     parser.add_argument("--no-kernels", action="store_true", help="skip the kernels part (torch.profiler)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the figures here")
     args = parser.parse_args()
@@ -222,7 +250,9 @@ def main() -> None:
         sample = work / "mutants"
         chosen = _sample(args.mutants, args.solutions, args.per_solution, sample, args.solution)
         prebuild(sample, args.pool)
-        workers = _workers(sample, args.pool, args.workers, orders, work)
+        settings = [{"order": order, **({"host_pairs": n} if n else {})}
+                    for order in orders for n in (args.host_pairs or [None])]
+        workers = _workers(sample, args.pool, args.workers, settings, work)
         records, lost = ([], []) if args.no_kernels else _kernels(sample, args.pool, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -236,6 +266,10 @@ def main() -> None:
     if ratios:
         result["auto_over_variant_order"] = ratios
         print(f"pairs/s of the auto order over the variant order, by workers per GPU: {ratios}")
+    for n in args.host_pairs[1:]:
+        ratios = setting_ratios(workers, "host_pairs", n, args.host_pairs[0])
+        result[f"host_pairs_{n}_over_{args.host_pairs[0]}"] = ratios
+        print(f"pairs/s with {n} hull candidates on the CPU over {args.host_pairs[0]}, by workers per GPU: {ratios}")
     print(json.dumps(kernels, indent=1))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")

@@ -9,9 +9,12 @@ finishes the hull from them (below). Counts, grid counts and hulls are bitwise t
 torch version; the float statistics (sums, norms) are summed in another order, so they may differ in the
 last bits (tests/execution/test_evidence_kernels.py).
 
-Hull candidates: at most FIRST_PAIRS come back with the result and are finished on the CPU; more (an
-error that grows with |ref|, such as a scaled or all-zero output, makes every element a candidate) are
-finished on the GPU where they already are, as the torch version does.
+Hull candidates: at most FIRST_PAIRS come back with the result and are finished on the CPU. Up to
+`host_pairs()` (a correctly rounded fp32 output against the fp64 reference leaves some 38,000 of 3.4 million
+elements) come in a second transfer and are finished on the CPU too: numpy's hull is one synchronisation,
+where the torch version's passes on the GPU make a dozen, and each waits for the other workers' time slices.
+More (an error that grows with |ref|, such as a scaled or all-zero output, makes every element a candidate)
+are finished on the GPU where they already are, as the torch version does. Both hulls are the same to the bit.
 
 The source is built once per machine with nvcc into a shared library (no torch headers, a few seconds),
 cached under `$ORACLEAUDIT_CACHE/kernels/` by a hash of the source, the nvcc version and the flags, and
@@ -43,6 +46,10 @@ N_COUNTS = 10  # the eight flag counts of measure._measure, Σ[out == 0], Σ[ref
 N_STATS = 8  # measure._statistics's values
 # Candidate pairs fetched with the result in its one transfer; more take a second transfer.
 FIRST_PAIRS = 2048
+# Candidates up to this many are finished on the CPU after a second transfer; more on the GPU. The environment
+# variable sets another bound (bench/pair_cost.py --host-pairs times them side by side).
+HOST_PAIRS = 1 << 16
+HOST_PAIRS_ENV = "ORACLEAUDIT_HOST_HULL_PAIRS"
 # Candidates kept on the device (a cap on the pairs buffer); beyond it the torch version finds the hull.
 CAPACITY = 1 << 20
 MAX_GRID = 64  # the kernels' largest tolerance grid
@@ -52,8 +59,8 @@ SUB_BINS = 64  # hull-candidate bins per binade of |ref| (measure._bin_filter bi
 @dataclass(frozen=True)
 class Raw:
     """One call's results: the counts, the grid counts (in the caller's grid order), the statistics'
-    values and the hull candidates as float64 tensors: on the CPU when one transfer brought them all, else
-    still on the GPU (None when there were more than CAPACITY)."""
+    values and the hull candidates as float64 tensors: on the CPU up to `host_pairs()` of them, else still on
+    the GPU (None when there were more than CAPACITY)."""
 
     counts: list[int]
     within: list[int]
@@ -100,7 +107,8 @@ class Library:
                         result.data_ptr(), capacity, stream)
         if code:
             raise RuntimeError(f"CUDA error: {self.lib.oa_error_string(code).decode()} (evidence kernels)")
-        return Launched(result, work, n, order, head, capacity, min(capacity, FIRST_PAIRS))
+        return Launched(result, work, n, order, head, capacity, min(capacity, FIRST_PAIRS),
+                        min(capacity, host_pairs()))
 
 
 @dataclass(frozen=True)
@@ -114,6 +122,7 @@ class Launched:
     head: int
     capacity: int
     first: int
+    host: int  # candidates up to this many are finished on the CPU
 
     def head_view(self) -> torch.Tensor:
         """What comes back in the one transfer: the counts, histogram, statistics and the first candidates."""
@@ -134,11 +143,26 @@ class Launched:
         if survivors <= self.capacity:
             if survivors <= self.first:  # few: finished on the CPU, where they already are
                 pairs = torch.from_numpy(np.array(values[self.head:self.head + 2 * survivors]).reshape(-1, 2))
+            elif survivors <= self.host:  # more: to the CPU in a second transfer, finished there
+                pairs = self.result[self.head:self.head + 2 * survivors].view(-1, 2).cpu()
             else:  # many (an error growing with |ref|): finished on the GPU, with no second transfer
                 pairs = self.result[self.head:self.head + 2 * survivors].view(-1, 2)
             candidates = (pairs[:, 0].contiguous(), pairs[:, 1].contiguous())
         all_zero = counts[8] == self.n and counts[9] > 0
         return Raw(counts[:8], within, stats, all_zero, candidates)
+
+
+def host_pairs() -> int:
+    """The most candidates finished on the CPU: `HOST_PAIRS_ENV` when set (at least FIRST_PAIRS), else
+    HOST_PAIRS."""
+    text = os.environ.get(HOST_PAIRS_ENV)
+    if not text:
+        return HOST_PAIRS
+    try:
+        value = int(text)
+    except ValueError:
+        raise OracleAuditError(f"{HOST_PAIRS_ENV} must be an integer, got {text!r}") from None
+    return max(value, FIRST_PAIRS)
 
 
 def _nvcc_flags(arch: str) -> list[str]:

@@ -99,6 +99,31 @@ def test_more_candidates_than_the_kernels_keep_fall_back_to_the_torch_filter(mon
 
 
 @pytest.mark.gpu
+def test_candidates_up_to_the_host_bound_are_finished_on_the_cpu_and_more_on_the_gpu_alike(monkeypatch):
+    ref = torch.linspace(1, 2, 5_000, dtype=torch.float64, device="cuda")
+    out = ref + 1e-3 * ref ** 2  # d grows with r: every point beats every lower bin
+    monkeypatch.setattr(evidence_kernels, "FIRST_PAIRS", 10)
+    want = measure(out, ref, engine="torch")
+    for bound, device in ((10_000, "cpu"), (100, "cuda")):
+        monkeypatch.setenv(evidence_kernels.HOST_PAIRS_ENV, str(bound))
+        raw = evidence_kernels.library().run(out, ref, (1e-3,))
+        assert raw.candidates is not None and raw.candidates[0].device.type == device, bound
+        assert_same_evidence(measure(out, ref, engine="fused"), want)
+
+
+def test_the_host_bound_comes_from_the_environment_and_is_never_below_the_first_transfer(monkeypatch):
+    monkeypatch.delenv(evidence_kernels.HOST_PAIRS_ENV, raising=False)
+    assert evidence_kernels.host_pairs() == evidence_kernels.HOST_PAIRS
+    monkeypatch.setenv(evidence_kernels.HOST_PAIRS_ENV, "100000")
+    assert evidence_kernels.host_pairs() == 100_000
+    monkeypatch.setenv(evidence_kernels.HOST_PAIRS_ENV, "5")  # below FIRST_PAIRS: no second-transfer tier
+    assert evidence_kernels.host_pairs() == evidence_kernels.FIRST_PAIRS
+    monkeypatch.setenv(evidence_kernels.HOST_PAIRS_ENV, "many")
+    with pytest.raises(OracleAuditError, match="ORACLEAUDIT_HOST_HULL_PAIRS must be an integer, got 'many'"):
+        evidence_kernels.host_pairs()
+
+
+@pytest.mark.gpu
 def test_a_lone_error_where_the_reference_is_zero_is_a_hull_point():
     ref = torch.tensor([0.0, 1.0], dtype=torch.float64, device="cuda")
     out = torch.tensor([0.5, 1.0], dtype=torch.float64, device="cuda")

@@ -103,6 +103,25 @@ def test_order_ratios_compare_the_two_orders_where_both_ran() -> None:
     assert pair_cost.order_ratios(workers) == {"8": 2.5}
 
 
+def test_host_pair_ratios_compare_each_bound_with_the_first_under_the_same_order() -> None:
+    workers = [{"workers_per_gpu": 8, "order": "auto", "host_pairs": 2048, "pairs_per_s": 100.0},
+               {"workers_per_gpu": 8, "order": "auto", "host_pairs": 65536, "pairs_per_s": 150.0},
+               {"workers_per_gpu": 8, "order": "variant", "host_pairs": 2048, "pairs_per_s": 80.0},
+               {"workers_per_gpu": 8, "order": "variant", "host_pairs": 65536, "pairs_per_s": 60.0},
+               {"workers_per_gpu": 4, "order": "auto", "host_pairs": 65536, "pairs_per_s": 90.0}]
+    assert pair_cost.setting_ratios(workers, "host_pairs", 65536, 2048) == {"8 order=auto": 1.5,
+                                                                           "8 order=variant": 0.75}
+    assert pair_cost.order_ratios(workers) == {"8 host_pairs=2048": 1.25, "8 host_pairs=65536": 2.5}
+    single = [w for w in workers if w["order"] == "auto"]
+    assert pair_cost.setting_ratios(single, "host_pairs", 65536, 2048) == {"8": 1.5}
+
+
+def test_a_bad_host_pair_bound_is_refused() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "pair_cost.py"), "--mutants", "x", "--host-pairs",
+                           "2048,lots"], capture_output=True, text=True)
+    assert done.returncode == 2 and "not a comma-separated list of hull candidate bounds" in done.stderr
+
+
 def test_an_unknown_order_is_refused() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "pair_cost.py"), "--mutants", "x", "--orders",
                            "auto,sideways"], capture_output=True, text=True)
