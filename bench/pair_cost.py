@@ -16,7 +16,8 @@
              torch.profiler (CUDA activity): per pair, the device microseconds and launches of its kernels
              and copies by kind (the fused evidence kernels, memory copies and sets, reductions such as the
              checksums, element-wise copies and casts, and the rest: the variant's and the reference's own
-             kernels), and the wall milliseconds per pair. The device time per pair times the pairs per
+             kernels), the wall milliseconds per pair, and the CUDA runtime calls per pair (the
+             synchronisations among them: `syncs_per_pair`). The device time per pair times the pairs per
              second of the largest --workers run is the share of the GPU the pairs' own work fills; the rest
              of a GPU that reads busy goes to switching between the workers' contexts.
 
@@ -60,9 +61,15 @@ def kind_of(name: str) -> str:
 
 def summarize(records: list[dict]) -> dict:
     """The kernels part's figures from the children's records ({solution, pairs, wall_s, kernels: {name:
-    [launches, device µs]}}): per pair, device µs and launches by kind and in all, wall ms, and the kernels
-    that took the most device time."""
+    [launches, device µs]}, runtime: {CUDA runtime call: count}}): per pair, device µs and launches by kind
+    and in all, wall ms, the synchronisations with the device (runtime calls named …Synchronize: each one
+    waits for the other workers' time slices on a shared GPU) and the most frequent runtime calls, and the
+    kernels that took the most device time."""
     pairs = sum(r["pairs"] for r in records)
+    calls: dict[str, int] = {}
+    for record in records:
+        for name, count in record.get("runtime", {}).items():
+            calls[name] = calls.get(name, 0) + count
     by_kind: dict[str, list[float]] = {kind: [0, 0.0] for kind, _ in KINDS}
     by_kind[OTHER] = [0, 0.0]
     by_name: dict[str, list[float]] = {}
@@ -82,6 +89,9 @@ def summarize(records: list[dict]) -> dict:
         "wall_ms_per_pair": round(1000 * sum(r["wall_s"] for r in records) / pairs, 3),
         "device_us_per_pair": round(device_us / pairs, 2),
         "launches_per_pair": round(sum(n for n, _ in by_kind.values()) / pairs, 2),
+        "syncs_per_pair": round(sum(n for k, n in calls.items() if "Synchronize" in k) / pairs, 2) if calls else None,
+        "runtime_calls_per_pair": {k: round(n / pairs, 2)
+                                   for k, n in sorted(calls.items(), key=lambda item: (-item[1], item[0]))[:10]},
         "by_kind": {kind: {"device_us_per_pair": round(us / pairs, 2), "launches_per_pair": round(n / pairs, 2)}
                     for kind, (n, us) in by_kind.items()},
         "top_kernels": [{"name": name[:160], "kind": kind_of(name), "launches": int(n), "device_us": round(us, 1)}
@@ -178,9 +188,12 @@ def _profile_job(job, path: str) -> None:
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         JobRun(job, lambda message: None).run()
         torch.cuda.synchronize()
-    kernels = {e.key: [e.count, e.self_device_time_total] for e in prof.key_averages() if e.self_device_time_total > 0}
+    events = prof.key_averages()
+    kernels = {e.key: [e.count, e.self_device_time_total] for e in events if e.self_device_time_total > 0}
+    runtime = {e.key: e.count for e in events if e.key.startswith("cuda") and not e.self_device_time_total}
     Path(path).write_text(json.dumps({"solution": job.solution, "pairs": job.pairs,
-                                      "wall_s": time.perf_counter() - started, "kernels": kernels}))
+                                      "wall_s": time.perf_counter() - started, "kernels": kernels,
+                                      "runtime": runtime}))
 
 
 def _kernels(sample: Path, pool: str, work: Path) -> tuple[list[dict], list[str]]:

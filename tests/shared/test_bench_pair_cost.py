@@ -43,7 +43,8 @@ def test_per_pair_figures_sum_the_children_s_records() -> None:
          "kernels": {"void pass1<float>(x)": [20, 100.0], "Memcpy DtoH (Device -> Pinned)": [10, 30.0],
                      "relu_kernel(float*)": [20, 50.0]}},
         {"solution": "b.py", "pairs": 30, "wall_s": 1.5,
-         "kernels": {"void pass1<float>(x)": [60, 300.0], "gemm_kernel": [60, 920.0]}},
+         "kernels": {"void pass1<float>(x)": [60, 300.0], "gemm_kernel": [60, 920.0]},
+         "runtime": {"cudaLaunchKernel": 120, "cudaStreamSynchronize": 50, "cudaEventSynchronize": 10}},
     ]
     summary = pair_cost.summarize(records)
     assert summary["pairs"] == 40
@@ -54,6 +55,10 @@ def test_per_pair_figures_sum_the_children_s_records() -> None:
     assert summary["by_kind"]["variant and reference"]["device_us_per_pair"] == pytest.approx(970.0 / 40)
     assert summary["by_kind"]["reductions"] == {"device_us_per_pair": 0.0, "launches_per_pair": 0.0}
     assert [k["name"] for k in summary["top_kernels"]][:2] == ["gemm_kernel", "void pass1<float>(x)"]
+    assert summary["syncs_per_pair"] == 1.5  # 60 synchronisations over 40 pairs
+    assert summary["runtime_calls_per_pair"] == {"cudaLaunchKernel": 3.0, "cudaStreamSynchronize": 1.25,
+                                                 "cudaEventSynchronize": 0.25}
+    assert pair_cost.summarize(records[:1])["syncs_per_pair"] is None  # a record without runtime calls
     assert pair_cost.summarize([]) == {"pairs": 0}
 
 
