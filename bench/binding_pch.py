@@ -1,6 +1,6 @@
 """Benchmark (CPU + g++): the binding unit of the run stage's extensions with and without torch's precompiled
 <torch/extension.h> (load_inline's `use_pch`, which `build.build` turns on through
-`build.precompiled_binding_header`).
+`precompiled_header.usable`).
 
 An extension is two translation units: the CUDA unit (nvcc; bench/build_cost.py) and the binding unit, which
 g++ compiles from load_inline's `#include <torch/extension.h>`, the solution's declarations in each variant's
@@ -27,7 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from oracleaudit.execution.build import plan_build, precompiled_binding_header
+from oracleaudit.execution import precompiled_header
+from oracleaudit.execution.build import plan_build
 from oracleaudit.mutant import read_mutants
 
 
@@ -62,15 +63,16 @@ def main() -> None:
     for solution in chosen:
         extension = plan_build(Path(solution), by_solution[solution]).extensions[0]
         units.append((solution, len(extension.variants), extension.cpp_source, extension.name))
-    if not precompiled_binding_header(None, None):
+    if not precompiled_header.usable(None, None):
         sys.exit("binding_pch.py: error: torch's header cannot be precompiled here (no g++, or its folder is "
                  "read-only)")
     print(f"{'solution':<40} {'variants':>8} {'plain s':>8} {'header s':>9} {'pch s':>8} {'ratio':>6}")
     rows = []
     for solution, variants, source, name in units:
-        plain = _compile(source, name + "_plain", use_pch=False)  # load_inline without use_pch removes the header
+        precompiled_header.discard()  # else g++ would take the header for the plain build too
+        plain = _compile(source, name + "_plain", use_pch=False)
         begin = time.perf_counter()
-        precompiled_binding_header(None, None)
+        precompiled_header.usable(None, None)
         header = time.perf_counter() - begin
         pch = _compile(source, name + "_pch", use_pch=True)
         rows.append({"solution": solution, "variants": variants, "plain_s": round(plain, 1),

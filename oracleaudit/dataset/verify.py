@@ -40,6 +40,7 @@ import torch
 from oracleaudit.dataset.checks import CRITERION, Check, Comparison, compare, make_inputs, plan_checks
 from oracleaudit.dataset.records import RECORDS_FILE, SCHEMA_VERSION, merge_records, read_records
 from oracleaudit.errors import OracleAuditError
+from oracleaudit.execution import precompiled_header
 from oracleaudit.files import file_sha256
 from oracleaudit.kernelbench import WEIGHT_SEED
 from oracleaudit.pool.shapes import ShapeVariant, shape_variants
@@ -223,6 +224,7 @@ def verify_pair(pair: Pair, device: str = "cuda") -> dict[str, Any]:
 
 
 def _verify_into(record: dict[str, Any], pair: Pair, device: str) -> None:
+    precompiled_header.guard()  # the solution's own load_inline would delete the header other builds use
     solution = load_solution_module(pair.solution)
     variants = shape_variants(pair.problem, device)
     record["dropped_variants"] = [{"name": d.name, "reason": d.reason} for d in variants.dropped]

@@ -14,7 +14,7 @@ The CUDA translation unit includes `<torch/types.h>` where the solution includes
 build slow: nvcc took 77 s for a one-kernel unit with them and 34.5 s without, and clones stopped adding
 measurable time; bench/build_cost.py). A unit whose original does not compile that way is built with its own
 headers and remembered (`full-headers/` in the build folder), so no later build tries again. The binding unit
-(g++) includes torch's precompiled <torch/extension.h> where it can be made (`precompiled_binding_header`).
+(g++) includes torch's precompiled <torch/extension.h> where it can be made (`precompiled_header`).
 
 This module needs no tree-sitter or libclang (the GPU machine lacks them): includes and macros are found
 with line-anchored regular expressions, edits are applied through `CudaUnit` offsets.
@@ -34,6 +34,7 @@ from typing import Any, Iterator, Sequence
 
 from oracleaudit.cache import held
 from oracleaudit.errors import OracleAuditError
+from oracleaudit.execution import precompiled_header
 from oracleaudit.mutant import Mutant
 from oracleaudit.source import CudaUnit, load_units
 from oracleaudit.status import ORIGINAL
@@ -222,50 +223,16 @@ def build(plan: BuildPlan, build_dir: Path, extra_cuda_cflags: Sequence[str] = (
         kwargs.pop("build_directory", None)
         kwargs.pop("verbose", None)
         kwargs["extra_cuda_cflags"] = [*(kwargs.get("extra_cuda_cflags") or []), *extra_cuda_cflags]
-        kwargs["use_pch"] = precompiled_binding_header(kwargs.get("extra_cflags"), kwargs.get("extra_include_paths"))
+        kwargs["use_pch"] = precompiled_header.usable(kwargs.get("extra_cflags"), kwargs.get("extra_include_paths"))
         if kwargs["use_pch"] is None:
             del kwargs["use_pch"]
         directory = build_dir / extension.name
         with exclusive_build_directory(directory):
-            built[extension.name] = load_inline(name=extension.name, cpp_sources=extension.cpp_source,
-                                                cuda_sources=extension.cuda_source, functions=None,
-                                                build_directory=str(directory), verbose=verbose, **kwargs)
+            built[extension.name] = precompiled_header.load(
+                load_inline, name=extension.name, cpp_sources=extension.cpp_source,
+                cuda_sources=extension.cuda_source, functions=None, build_directory=str(directory),
+                verbose=verbose, **kwargs)
     return built
-
-
-def precompiled_binding_header(extra_cflags: Sequence[str] | None,
-                               extra_include_paths: Sequence[str] | None) -> bool | None:
-    """Whether the binding unit of an extension can include torch's precompiled <torch/extension.h>
-    (load_inline's `use_pch`); None where this torch has no such option.
-
-    The binding unit (declarations and pybind11 definitions) spends most of its time parsing that header: with
-    it precompiled, the units of the largest bundled solutions compiled 2.3× faster (about 11 s instead of
-    28; bench/binding_pch.py). torch keeps one precompiled
-    header, beside its own headers, for one set of flags, and rebuilds it whenever a build asks for other
-    flags, so it is made here under a lock shared by every build process on the machine (the first makes it,
-    ~1 minute; the others wait, then find it made) and only where torch's include folder is writable. The
-    lock lies beside the header, not in a run's build folder: with a lock each, two runs (test processes side
-    by side on a fresh machine) could make the header while the other's g++ read it; g++ then crashed on the
-    binding unit (internal compiler errors in four GPU tests on the H200 machine; none since the lock moved).
-    Every solution of the bundled dataset passes the same (no) host flags, so one header serves all of them."""
-    import inspect
-    import os
-
-    from torch.utils import cpp_extension
-
-    make = getattr(cpp_extension, "_check_and_build_extension_h_precompiler_headers", None)
-    if "use_pch" not in inspect.signature(cpp_extension.load_inline).parameters:
-        return None
-    torch_path = getattr(cpp_extension, "_TORCH_PATH", Path(cpp_extension.__file__).parents[1])
-    include = Path(torch_path) / "include" / "torch"
-    if make is None or not os.access(include, os.W_OK):
-        return False
-    try:
-        with held(include / "oracleaudit-precompiled-header.lock"):
-            make(list(extra_cflags or []), list(extra_include_paths or []))
-    except Exception:  # no g++, or the header does not precompile: the unit parses it as written
-        return False
-    return True
 
 
 TORCH_LOCK = "lock"  # the file torch's load_inline creates in a build directory while it builds or loads

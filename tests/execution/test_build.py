@@ -169,24 +169,3 @@ def test_a_build_killed_midway_does_not_leave_its_directory_locked_for_the_next_
     builder.join(180)
     assert not builder.is_alive(), "the next build waited on the killed build's lock"
     assert loaded[0].answer() == 42
-
-
-@pytest.mark.skipif(not _can_build_cpp_extensions(), reason="needs ninja and g++ (torch's load_inline)")
-@pytest.mark.slow
-def test_torch_s_header_is_precompiled_once_and_a_binding_unit_builds_and_loads_with_it(tmp_path: Path) -> None:
-    from torch.utils import cpp_extension
-
-    if build.precompiled_binding_header(None, None) is None:
-        pytest.skip("this torch's load_inline has no use_pch")
-    header = Path(cpp_extension._TORCH_PATH) / "include" / "torch" / "extension.h.gch"
-    if not os.access(header.parent, os.W_OK):
-        assert build.precompiled_binding_header(None, None) is False
-        return
-    assert build.precompiled_binding_header(None, None) is True
-    made = header.stat().st_mtime_ns
-    assert build.precompiled_binding_header(None, None) is True
-    assert header.stat().st_mtime_ns == made, "made again although the flags are the same"
-    answer = cpp_extension.load_inline(name="oa_pch_answer", cpp_sources="int answer() { return 42; }",
-                                       functions=["answer"], build_directory=str(tmp_path), use_pch=True)
-    assert answer.answer() == 42
-    assert header.stat().st_mtime_ns == made, "the build made its own header instead of using the one made"
