@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from oracleaudit.execution import precompiled_header
+from oracleaudit import precompiled_header
 from oracleaudit.execution.build import plan_build
 from oracleaudit.mutant import read_mutants
 

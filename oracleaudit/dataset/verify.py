@@ -37,10 +37,10 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import torch
 
+from oracleaudit import precompiled_header
 from oracleaudit.dataset.checks import CRITERION, Check, Comparison, compare, make_inputs, plan_checks
 from oracleaudit.dataset.records import RECORDS_FILE, SCHEMA_VERSION, merge_records, read_records
 from oracleaudit.errors import OracleAuditError
-from oracleaudit.execution import precompiled_header
 from oracleaudit.files import file_sha256
 from oracleaudit.kernelbench import WEIGHT_SEED
 from oracleaudit.pool.shapes import ShapeVariant, shape_variants

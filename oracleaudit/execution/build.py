@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from oracleaudit import precompiled_header
 from oracleaudit.cache import held
 from oracleaudit.errors import OracleAuditError
-from oracleaudit.execution import precompiled_header
 from oracleaudit.mutant import Mutant
 from oracleaudit.source import CudaUnit, load_units
 from oracleaudit.status import ORIGINAL

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from oracleaudit.execution import precompiled_header
+from oracleaudit import precompiled_header
 
 _names = itertools.count()
 
