@@ -268,8 +268,8 @@ def build_isolating(solution: Path, mutants: Sequence[Mutant], build_dir: Path,
     flags (the mutate stage's check is close to them, not identical) is dropped and the rest rebuilt.
     A unit whose original does not compile with the light torch header is marked (in `build_dir`) and built
     with its own headers. Returns the plan, the built extensions and {mutant id: first compiler error} of the
-    dropped ones. The original failing to build with its own headers, or an error that names no mutant's
-    clone, is raised."""
+    dropped ones. The original failing to build with its own headers, an error that names no mutant's
+    clone, or a compiler crash (a second one: `precompiled_header.load` has built once more) is raised."""
     dropped: dict[str, str] = {}
     full = full_header_units(solution, build_dir)
     while True:
@@ -277,6 +277,8 @@ def build_isolating(solution: Path, mutants: Sequence[Mutant], build_dir: Path,
         try:
             return plan, build(plan, build_dir), dropped
         except RuntimeError as err:
+            if precompiled_header.COMPILER_CRASH.search(str(err)):
+                raise  # the compiler's fault, not a sign that the unit needs its own headers
             culprits = _culprits(plan, build_dir, str(err))
             if culprits:
                 dropped.update(culprits)

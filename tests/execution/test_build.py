@@ -73,6 +73,22 @@ def test_a_unit_that_fails_with_the_light_header_is_marked_and_built_with_its_ow
     assert built == [True, False, False]
 
 
+def test_a_compiler_crash_is_raised_and_marks_nothing(tmp_path, monkeypatch) -> None:
+    """g++ crashing on the light unit says nothing about its headers: no marker, no second build, raised."""
+    built = []
+
+    def crashing_build(plan, build_dir, *args, **kwargs):
+        (extension,) = plan.extensions
+        built.append(extension.light)
+        raise RuntimeError(f"Error building extension '{extension.name}': /usr/include/c++/13/bits/char_traits.h:"
+                           "220:11: internal compiler error: Segmentation fault")
+
+    monkeypatch.setattr(build, "build", crashing_build)
+    with pytest.raises(RuntimeError, match="internal compiler error"):
+        build.build_isolating(SOFTMAX, softmax_mutants(2), tmp_path)
+    assert built == [True] and build.full_header_units(SOFTMAX, tmp_path) == frozenset()
+
+
 def test_each_namespace_holds_its_mutant_s_edit_and_only_that_edit() -> None:
     mutants = softmax_mutants(2)
     plan = build.plan_build(SOFTMAX, mutants)
