@@ -5,10 +5,12 @@ torch's `load_inline` keeps one precompiled header (`extension.h.gch`, with the 
 `extension.h.sign`). Called with `use_pch=True` it makes the header where it is missing or was made with other
 flags; called without, it deletes it; neither holds a lock. So a build that deletes the header while others
 run (the verify stage runs a solution's own `load_inline`, which does) lets two processes make it at once,
-both writing the same 0.8 GB file; torch then writes the signature, and every later build on the machine
-takes the interleaved file: g++ crashes on it ("internal compiler error: Segmentation fault"; a general
-protection fault of cc1plus in the kernel log). On the H200 machine that ended every build of two calls
-after a GPU test run (2026-12-02); overwriting part of a header here reproduces the crash.
+both writing the same 0.8 GB file, after which torch writes the signature and every later build on the
+machine takes the interleaved file. On the H200 machine, after a GPU test run with the verify test beside
+the run stage's tests (2026-12-02), g++ crashed on every binding unit of the next two calls ("internal
+compiler error: Segmentation fault"; general protection faults of cc1plus in the kernel log); overwriting
+part of a header here reproduces that crash. Two makers at once is the sequence torch's code allows and the
+one that fits; it was not observed directly.
 
 `guard()` replaces both of torch's functions in the calling process:
 - the header is made only under an flock beside it, and only a header this module saw made to the end is
