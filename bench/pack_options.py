@@ -21,8 +21,9 @@ the column chunk's compressed bytes from the Parquet metadata (data and dictiona
                 written now with brotli 11 and zstd 22; the best of those with brotli 10, zstd 19, gzip 9,
                 lz4 and none too
     pages       one data page per column chunk (data_page_size 1 GiB, max_rows_per_page 2**30); packed.write
-                passes data_page_size 1 GiB but not max_rows_per_page, whose default (20,000 rows a page
-                in pyarrow 26) splits a column of more rows into pages compressed apart
+                passed data_page_size 1 GiB but not max_rows_per_page, whose default (20,000 rows a page
+                in pyarrow 26) split a column of more rows into pages compressed apart; since this study
+                it passes both (packed.one_page), so a store packed since then is already at "one page"
 
 Every measured option is read back, inverted (transform and cast undone) and compared with the column read
 from the store, floats by their bits (Table.equals would call NaN unequal to itself): an option that does

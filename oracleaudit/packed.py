@@ -20,14 +20,15 @@ Folder contract (`PACKED_VERSION` 3)
       packed/far.parquet         one row per point whose q is far from r (q_step 0), points.parquet's then
                                  loose.parquet's, in their order
 
-Each file carries `oracleaudit.packed_version` and `oracleaudit.schema_version` in its Parquet metadata, and
-is written with brotli level 11, one row group, data pages up to 1 GiB, dictionary-encoded strings, plain
-time_ms, n, out_shape, ref_shape, l2_ref_bits and max_rel_xor, the other numbers byte-stream-split: the same
-bytes for the same rows with the same pyarrow. Files and manifests of another packed_version are refused,
-versions 1 and 2 (131.5 and 88.6 bytes a row on the bundle; 86.4 in version 3) too: merge such a store into a
-plain one with the oracleaudit that wrote it, and pack that. Version 3 keeps version 2's transforms and stores
-each column only where it has values (no column that is null where another is not: those masks were 3.5% of a
-full-density store) and codes the r and the far q of a point as the step from the point before in its hull.
+Each file carries `oracleaudit.packed_version` and `oracleaudit.schema_version` in its Parquet metadata, and is
+written with brotli level 11, one row group, one data page a column, dictionary-encoded strings, plain time_ms,
+n, out_shape, ref_shape, l2_ref_bits and max_rel_xor, the other numbers byte-stream-split: the same bytes for
+the same rows with the same pyarrow. Files and manifests of another packed_version are refused, versions 1 and
+2 (131.5 and 88.6 bytes a row on the bundle; 86.4 in version 3, 84.7 since it is written one data page a
+column) too: merge such a store into a plain one with the oracleaudit that wrote it, and pack that. Version 3
+keeps version 2's transforms and stores each column only where it has values (no column that is null where
+another is not: those masks were 3.5% of a full-density store) and codes the r and the far q of a point as the
+step from the point before in its hull.
 
 rows.parquet      every observation column that is not an evidence column (`fp32_*`, `fp64_*`), with its
                   type, plus `fp32_evidence` and `fp64_evidence` (int32): the evidence.parquet row holding
@@ -90,6 +91,7 @@ transform saves on the bundle: bench/store_size.py and bench/results/store_size.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -348,8 +350,21 @@ def write(tables: Mapping[str, pa.Table], folder: Path, metadata: Mapping[bytes,
         table = table.replace_schema_metadata({**metadata, PACKED_VERSION_KEY: str(PACKED_VERSION).encode()})
         paths[name] = folder / f"{name}.parquet"
         pq.write_table(table, paths[name], compression=codec[0], compression_level=codec[1], use_dictionary=strings,
-                       column_encoding=numbers, row_group_size=max(1, table.num_rows), data_page_size=1 << 30)
+                       column_encoding=numbers, row_group_size=max(1, table.num_rows), **one_page())
     return paths
+
+
+@functools.cache
+def one_page() -> dict[str, int]:
+    """pyarrow's writer options for one data page per column chunk: a page is compressed on its own, and
+    pyarrow (26) starts one every 20,000 rows unless told otherwise (`max_rows_per_page`, where this pyarrow
+    has it), which cost 4.8% of a full-density store's bytes (bench/pack_options.py)."""
+    options = {"data_page_size": 1 << 30, "max_rows_per_page": 1 << 30}
+    try:
+        pq.write_table(pa.table({"x": [0]}), pa.BufferOutputStream(), **options)
+    except TypeError:
+        del options["max_rows_per_page"]
+    return options
 
 
 def _read(path: Path, columns: Sequence[str] | None) -> pa.Table:
