@@ -606,6 +606,23 @@ def report(out: dict[str, Any]) -> None:
               f"{100 * gain / total:>7.2f}  {c['best']['transforms']['option']}  (now {c['now_option']})")
 
 
+def compact(out: dict[str, Any]) -> dict[str, Any]:
+    """The figures --json keeps: per file its bytes and ladder (bytes, read back exactly), per column its bytes
+    now, with one page, in the best file and the best option of each step, and how many options failed to
+    give the values back; not every screened and measured option (some 9,600 lines a store)."""
+    files = {}
+    for name, record in out["files"].items():
+        files[name] = {
+            **{k: record[k] for k in ("bytes", "rows", "rewritten_same_bytes", "overhead", "arrow_schema_bytes")},
+            "ladder": {step: {"bytes": r["bytes"], "ok": r["ok"]} for step, r in record["ladder"].items()},
+            "columns": {column: {**{k: c[k] for k in ("bytes", "now_option", "now_one_page", "in_file", "best")},
+                                 "options_measured": len(c["screened"]) + len(c["measured"]),
+                                 "options_failed": len(c["failed"])}
+                        for column, c in record["columns"].items()},
+        }
+    return {**{k: v for k, v in out.items() if k != "files"}, "files": files}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--store", type=Path, required=True, help="a packed evidence store (folder with packed/)")
@@ -614,13 +631,18 @@ def main() -> None:
     parser.add_argument("--keep", type=int, default=3, help="representations kept from the screen per column")
     parser.add_argument("--files", default=",".join(FILES), help="comma-separated packed files to study")
     args = parser.parse_args()
+    if not (args.store / "manifest.json").is_file() or not (args.store / "packed").is_dir():
+        parser.error(f"{args.store}: not a packed evidence store (no manifest.json and packed/)")
+    unknown = sorted(set(args.files.split(",")) - set(FILES))
+    if unknown:
+        parser.error(f"--files: no packed file named {', '.join(unknown)} (there are {', '.join(FILES)})")
     started = time.perf_counter()
     out = study(args.store, args.jobs, args.keep, args.files.split(","))
     out["seconds"] = round(time.perf_counter() - started, 1)
     report(out)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=1) + "\n")
+        args.json.write_text(json.dumps(compact(out), indent=1) + "\n")
         print(f"\nwrote {args.json}")
 
 
