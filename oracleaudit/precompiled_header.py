@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from oracleaudit.cache import held
+from oracleaudit.files import write_atomic
 
 __all__ = ["discard", "guard", "load", "usable"]
 
@@ -85,9 +86,7 @@ def _guarded_make(make: Callable[..., None]) -> Callable[..., None]:
             make(*args, **kwargs)
             made_now = _fingerprint(header)
             if made_now is not None and made_now != _vouched(voucher):
-                scratch = voucher.with_name(f"{VOUCHER}.{os.getpid()}")
-                scratch.write_text(made_now)
-                os.replace(scratch, voucher)
+                write_atomic(voucher, made_now)
 
     made.oracleaudit_guarded = True  # type: ignore[attr-defined]
     return made
