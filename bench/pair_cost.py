@@ -12,6 +12,9 @@
              With --host-pairs 2048,65536 each count also runs with each bound on the hull candidates
              finished on the CPU (evidence_kernels.HOST_PAIRS_ENV; 2048: every second transfer's candidates
              finished on the GPU, as before), and the ratio of pairs per second to the first bound is printed.
+             With --pinned 0,1 each count also runs with the worker's model templates on the host in pageable
+             memory (0, as before) and in pinned memory (1: asynchronous copies; models.PINNED_ENV), and the
+             ratio of pairs per second of 1 over 0 is printed.
     kernels  one job per sampled solution, each in a child process with the GPU to itself, under
              torch.profiler (CUDA activity): per pair, the device microseconds and launches of its kernels
              and copies by kind (the fused evidence kernels, memory copies and sets, reductions such as the
@@ -42,7 +45,7 @@ import tempfile
 import time
 from pathlib import Path
 
-SETTINGS = ("order", "host_pairs")  # what --orders and --host-pairs vary, in that order
+SETTINGS = ("order", "host_pairs", "pinned")  # what --orders, --host-pairs and --pinned vary, in that order
 ROOT = Path(__file__).resolve().parent.parent
 
 # Kernel kinds by name (torch.profiler's names: the demangled kernel, or "Memcpy …"/"Memset …"), first match.
@@ -119,14 +122,16 @@ def _workers(sample: Path, pool: str, counts: list[int], settings: list[dict], w
     """Each worker count under each setting, side by side in this one process, each into a fresh store. A
     setting names the pair order (the worker's `ORDER_ENV`: "auto" chooses input by input by bytes,
     "variant" is the order of before) and, where given, the most hull candidates finished on the CPU
-    (`evidence_kernels.HOST_PAIRS_ENV`)."""
+    (`evidence_kernels.HOST_PAIRS_ENV`) and whether model templates on the host are pinned
+    (`models.PINNED_ENV`)."""
     import os
 
     from oracleaudit import execution as runner
     from oracleaudit.execution.evidence_kernels import HOST_PAIRS_ENV
+    from oracleaudit.execution.models import PINNED_ENV
     from oracleaudit.execution.worker import ORDER_ENV
 
-    names = {"order": ORDER_ENV, "host_pairs": HOST_PAIRS_ENV}
+    names = {"order": ORDER_ENV, "host_pairs": HOST_PAIRS_ENV, "pinned": PINNED_ENV}
     started = time.perf_counter()
     runner.run(sample, work / "evidence-warm-up", pool=pool, workers_per_gpu=max(counts), show_progress=False)
     print(f"warm-up run (not timed): {time.perf_counter() - started:.1f} s", flush=True)
@@ -247,6 +252,9 @@ def main() -> None:
                         metavar="N,N,...",
                         help="the most hull candidates finished on the CPU (evidence_kernels.HOST_PAIRS_ENV), "
                              "timed side by side (2048: none after the first transfer); default the package's")
+    parser.add_argument("--pinned", default="", metavar="0,1",
+                        help="model templates on the host in pageable (0) or pinned (1) memory, timed side by "
+                             "side; default the package's (pinned)")
     parser.add_argument("--no-kernels", action="store_true", help="skip the kernels part (torch.profiler)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the figures here")
     args = parser.parse_args()
@@ -255,6 +263,9 @@ def main() -> None:
     orders = args.orders.split(",")
     if not orders or set(orders) - {"auto", "variant"}:
         parser.error(f"--orders takes auto and variant, got {args.orders!r}")
+    pinned = [int(x) for x in args.pinned.split(",")] if re.fullmatch(r"[01](,[01])*", args.pinned) else []
+    if args.pinned and not pinned:
+        parser.error(f"--pinned takes 0 and 1, got {args.pinned!r}")
 
     from bench.worker_cost import prebuild
 
@@ -263,8 +274,8 @@ def main() -> None:
         sample = work / "mutants"
         chosen = _sample(args.mutants, args.solutions, args.per_solution, sample, args.solution)
         prebuild(sample, args.pool)
-        settings = [{"order": order, **({"host_pairs": n} if n else {})}
-                    for order in orders for n in (args.host_pairs or [None])]
+        settings = [{"order": order, **({"host_pairs": n} if n else {}), **({"pinned": pin} if pinned else {})}
+                    for order in orders for n in (args.host_pairs or [None]) for pin in (pinned or [None])]
         workers = _workers(sample, args.pool, args.workers, settings, work)
         records, lost = ([], []) if args.no_kernels else _kernels(sample, args.pool, work)
     finally:
@@ -283,6 +294,10 @@ def main() -> None:
         ratios = setting_ratios(workers, "host_pairs", n, args.host_pairs[0])
         result[f"host_pairs_{n}_over_{args.host_pairs[0]}"] = ratios
         print(f"pairs/s with {n} hull candidates on the CPU over {args.host_pairs[0]}, by workers per GPU: {ratios}")
+    if pinned[1:]:
+        ratios = setting_ratios(workers, "pinned", pinned[1], pinned[0])
+        result[f"pinned_{pinned[1]}_over_{pinned[0]}"] = ratios
+        print(f"pairs/s with pinned={pinned[1]} over pinned={pinned[0]}, by workers per GPU: {ratios}")
     print(json.dumps(kernels, indent=1))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import types
 from typing import Any
 
@@ -11,6 +12,8 @@ from oracleaudit.kernelbench import WEIGHT_SEED
 from oracleaudit.tensors import tensor_bytes
 
 __all__ = ["ModelTemplates"]
+
+PINNED_ENV = "ORACLEAUDIT_PINNED_TEMPLATES"  # "0": templates on the host in pageable memory (benchmarks)
 
 
 class ModelTemplates:
@@ -21,7 +24,11 @@ class ModelTemplates:
     the CPU and CUDA RNG states the constructor left behind are restored with it. Extension modules the
     model refers to are shared, not copied. A model that cannot be deep-copied is constructed per input.
     `on_host` keeps the template on the CPU and makes each copy's parameters and buffers on the device
-    directly (input-by-input order)."""
+    directly (input-by-input order). There, for a CUDA device, the template's tensors are moved to pinned
+    (page-locked) memory once, and each copy is an asynchronous transfer: a copy from pageable memory first
+    waits for everything the worker queued (a synchronisation per tensor, each also waiting out the other
+    workers' time on a shared GPU), and such copies were most of a pair's device time (bench/pair_cost.py).
+    The template is never written to, so a transfer still in flight reads what it was made with."""
 
     def __init__(self, model_class, device: str, on_host: bool = False, weight_seed: int = WEIGHT_SEED):
         self.model_class = model_class
@@ -50,7 +57,7 @@ class ModelTemplates:
         if key not in self.templates:
             rng = self._rng()
             try:
-                self.templates[key] = (copy.deepcopy(model, shared_modules(model)), rng)
+                self.templates[key] = (self._pinned(copy.deepcopy(model, shared_modules(model))), rng)
             except Exception:  # e.g. an attribute pybind11 cannot copy: construct per input instead
                 self.templates[key] = None
         return model.to(self.device) if self.on_host else model
@@ -65,11 +72,29 @@ class ModelTemplates:
             return memo
         for tensor in (*model.parameters(), *model.buffers()):
             if id(tensor) not in memo:
-                moved = tensor.detach().to(self.device, copy=True)
+                moved = tensor.detach().to(self.device, copy=True, non_blocking=tensor.is_pinned())
                 if isinstance(tensor, torch.nn.Parameter):
                     moved = torch.nn.Parameter(moved, requires_grad=tensor.requires_grad)
                 memo[id(tensor)] = moved
         return memo
+
+    def pins(self) -> bool:
+        """Whether templates are kept in pinned memory: on the host, for a CUDA device, unless PINNED_ENV is 0."""
+        import torch
+
+        return self.on_host and torch.device(self.device).type == "cuda" and os.environ.get(PINNED_ENV) != "0"
+
+    def _pinned(self, model):
+        """`model` with its parameters and buffers moved to pinned memory where `pins()` (a tensor held twice,
+        as tied weights are, is moved once)."""
+        if not self.pins() or not hasattr(model, "parameters"):
+            return model
+        seen = set()
+        for tensor in (*model.parameters(), *model.buffers()):
+            if id(tensor) not in seen and tensor.device.type == "cpu":
+                seen.add(id(tensor))
+                tensor.data = tensor.data.pin_memory()
+        return model
 
     def bytes(self) -> int:
         total = 0

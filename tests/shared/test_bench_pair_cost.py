@@ -131,3 +131,16 @@ def test_an_unknown_order_is_refused() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "pair_cost.py"), "--mutants", "x", "--orders",
                            "auto,sideways"], capture_output=True, text=True)
     assert done.returncode == 2 and "--orders takes auto and variant" in done.stderr
+
+
+def test_pinned_ratios_hold_the_other_settings_alike() -> None:
+    workers = [{"workers_per_gpu": 8, "order": "auto", "host_pairs": 2048, "pinned": 0, "pairs_per_s": 100.0},
+               {"workers_per_gpu": 8, "order": "auto", "host_pairs": 2048, "pinned": 1, "pairs_per_s": 180.0},
+               {"workers_per_gpu": 8, "order": "auto", "host_pairs": 65536, "pinned": 1, "pairs_per_s": 90.0}]
+    assert pair_cost.setting_ratios(workers, "pinned", 1, 0) == {"8 order=auto host_pairs=2048": 1.8}
+
+
+def test_a_pinned_value_other_than_0_or_1_is_refused() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "pair_cost.py"), "--mutants", "x", "--pinned", "2"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 2 and "--pinned takes 0 and 1" in done.stderr
