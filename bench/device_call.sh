@@ -6,8 +6,8 @@
 #   bash bench/device_call.sh tests [PYTEST ARGS]  the GPU tests (pytest -m gpu -v, every test's duration), cut
 #                                                  LIMIT - 20 s after the start; the log in $OUT/pytest.log (a test
 #                                                  cut off shows as the last line)
-#   bash bench/device_call.sh tests-parallel       the same tests in six pytest processes side by side (the
-#                                                  out-of-memory test alone first); logs in $OUT/pytest-*.log
+#   bash bench/device_call.sh tests-parallel       the same tests in eight pytest processes (the
+#                                                  out-of-memory test alone first, then seven side by side); logs in $OUT/pytest-*.log
 #   bash bench/device_call.sh full K/N... [--cold] shards K of N of the complete bundled run (run_scale.py full), one
 #                                                  after the other while time is left, each into out/shardK,
 #                                                  continued from the store left by the last call (the machine
@@ -90,9 +90,10 @@ tests)
     tail -1 "$OUT/pytest.log"
     ;;
 tests-parallel)
-    # The out-of-memory test holds all but 12 GiB of the GPU: alone first. Then six groups side by side (the
+    # The out-of-memory test holds all but 12 GiB of the GPU: alone first. Then seven groups side by side (the
     # fixture of the uninterrupted run is made once in each group that needs it; the kill-and-resume tests, the
-    # longest, one group each: together they took 423 of a 534 s call), each with its log in $OUT/pytest-gN.log.
+    # longest, one group each: together they took 423 of a 534 s call; the fault zoo and the trial weights apart
+    # from the other tests, which with them ran past the call's limit), each with its log in $OUT/pytest-gN.log.
     export ORACLEAUDIT_CACHE=/tmp/oa-test-cache
     run_tests() {  # NAME PYTEST-ARGS...
         local name=$1; shift
@@ -108,7 +109,9 @@ tests-parallel)
     run_tests g2 "$run" -k "stopped_midway and SIGINT" &
     run_tests g6 "$run" -k "stopped_midway and SIGKILL" &
     run_tests g5 "$run" -k "killed_at_random" &
-    run_tests g3 "$run" -k "not ($fixture or stopped_midway or killed_at_random or out_of_memory_while_sharing)" &
+    zoo="fault_zoo or trial_weights"
+    run_tests g3 "$run" -k "not ($fixture or $zoo or stopped_midway or killed_at_random or out_of_memory_while_sharing)" &
+    run_tests g7 "$run" -k "$zoo" &
     run_tests g4 tests/execution/test_evidence_kernels.py tests/refcheck/test_refcheck_gpu.py \
         tests/scoring/test_witness_gpu.py tests/dataset/test_verify_gpu.py tests/shared/test_evidence.py \
         tests/execution/test_models_gpu.py &
