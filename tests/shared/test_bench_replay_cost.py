@@ -35,6 +35,35 @@ def test_a_crash_replays_what_the_others_ran_and_a_variant_with_nothing_left_rep
     assert replay_cost.replays(frame, ["a", "b", "c"], job_size=1) == (2, [1, 2])
 
 
+def test_crashes_past_the_limit_count_the_cover_after_it_and_every_input_before() -> None:
+    """m1 crashed on a and b (past --max-crashes 1) and had c and d inferred; the cover is {d}: over a, b, c, d
+    it crashes on a, b (the limit passed), skips c, crashes on d (3); with d first, on d and a only (2). m2
+    crashed once, within the limit: not counted."""
+    illegal = "CUDA error: an illegal memory access was encountered"
+    frame = rows({("m1", "a"): illegal, ("m1", "b"): illegal, ("m2", "a"): illegal}, inputs=("a", "b", "c", "d"))
+    inferred = (frame.mutant_id == "m1") & frame.input_id.isin(["c", "d"])
+    frame.loc[inferred, ["status", "inferred", "error_message"]] = ["RuntimeError", True, "not run"]
+
+    def cover(problem, keys):
+        return [k for k in keys if k == "d"]
+
+    keys = ["a", "b", "c", "d"]
+    assert replay_cost.crashes(frame, keys, cover, keys, max_crashes=1) == 3
+    assert replay_cost.crashes(frame, ["d", "a", "b", "c"], cover, keys, max_crashes=1) == 2
+    assert replay_cost.crashes(frame, keys, cover, keys, max_crashes=2) == 0
+
+
+def test_the_cover_early_order_puts_the_cover_after_the_first_input_of_every_group() -> None:
+    pool = Pool.load("default")
+    keys = pool.keys()
+    early = {keys[-1], keys[1]}
+    order = replay_cost.orders(pool, cover=lambda problem, present: [k for k in present if k in early])
+    made = replay_cost.in_order(order["cover-early"], "level1/1_X", set(keys))
+    groups = {(e.shape, e.weight_seed) for e in pool.entries}
+    assert sorted(made) == sorted(keys) and made[:len(groups)] == order["worker"][:len(groups)]
+    assert set(made[len(groups):len(groups) + 2]) == early - set(made[:len(groups)])
+
+
 def test_the_worker_s_order_puts_the_first_input_of_every_group_first() -> None:
     pool = Pool.load("default")
     orders = replay_cost.orders(pool)
