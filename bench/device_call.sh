@@ -15,6 +15,9 @@
 #                                                  merged back into a plain one; a shard that has ended is
 #                                                  skipped); each store, packed, and its state back in $OUT as
 #                                                  shardK.tar.* (run_scale.py ship; 15 MiB pieces)
+#   bash bench/device_call.sh reobserve            the same for the mutants of bench/data/reobserve/shard1 (shard 1's
+#                                                  variants whose cover inputs were inferred) into out/reobserve1, back
+#                                                  as reobserve1.tar.*: merged first, its rows replace theirs
 #   bash bench/device_call.sh pair-cost [ARGS]     bench/pair_cost.py ARGS on out/full_in/mutants.jsonl's sample
 #   bash bench/device_call.sh sizes PART [ARGS]    bench/size_findings.py PART --work out/size_findings ARGS, the work
 #                                                  folder restored from out/carry/sizes.tar.* and sent back likewise
@@ -119,33 +122,44 @@ tests-parallel)
     grep -hE "PASSED|FAILED|ERROR|SKIPPED" "$OUT"/pytest-*.log | sort | uniq | tail -40
     cat "$OUT"/pytest-*.log | awk '/^[0-9.]+s (call|setup|teardown)/ && $1 + 0 >= 1' | sort -rn | head -40
     ;;
-full)
-    shards=()
-    while [ $# -gt 0 ] && [[ $1 == */* ]]; do shards+=("$1"); shift; done
+full|reobserve)
+    # full: shards K/N of out/full_in, each into out/shardK; reobserve: the mutants of
+    # bench/data/reobserve/shard1 (run_scale.py reobserve) into out/reobserve1. Either continued from the store the
+    # last call left (the machine still warm) or from out/carry/NAME.tar.* (packed, merged back into a plain store);
+    # one that has ended is skipped
+    if [ "$part" = full ]; then
+        runs=()
+        while [ $# -gt 0 ] && [[ $1 == */* ]]; do runs+=("$1"); shift; done
+    else
+        runs=(reobserve1)
+    fi
     mkdir -p out
     export ORACLEAUDIT_CACHE=$PWD/.oa-cache
-    for shard in "${shards[@]}"; do
-        [ "$(left 200)" -gt 0 ] || { echo "no time left for shard $shard"; break; }
-        k=${shard%/*}
-        restore "shard$k" "out/shard$k-packed"
+    for item in "${runs[@]}"; do
+        [ "$(left 200)" -gt 0 ] || { echo "no time left for $item"; break; }
+        if [ "$part" = full ]; then
+            name=shard${item%/*} state=out/scale${item%/*}.json mutants=(--mutants out/full_in --shard "$item")
+        else
+            name=$item state=out/scale-$item.json mutants=(--mutants bench/data/reobserve/shard1)
+        fi
+        restore "$name" "out/$name-packed"
         if python3 -c "import json, sys; from bench.run_scale import ended
-sys.exit(0 if ended(json.load(open('out/scale$k.json'))) else 1)" 2>/dev/null; then
-            echo "shard $shard has ended: skipped"
+sys.exit(0 if ended(json.load(open('$state'))) else 1)" 2>/dev/null; then
+            echo "$item has ended: skipped"
             continue
         fi
-        if [ ! -d "out/shard$k" ] && [ -d "out/shard$k-packed" ]; then
-            python3 -m oracleaudit merge --into "out/shard$k" "out/shard$k-packed" | tail -1
+        if [ ! -d "out/$name" ] && [ -d "out/$name-packed" ]; then
+            python3 -m oracleaudit merge --into "out/$name" "out/$name-packed" | tail -1
         fi
-        if [ ! -f "out/scale$k.json" ]; then
+        if [ ! -f "$state" ]; then
             python3 -c "import json; m = json.load(open('bench/results/run_scale.json')).get('memory');
-json.dump({'memory': m} if m else {}, open('out/scale$k.json', 'w'))"
+json.dump({'memory': m} if m else {}, open('$state', 'w'))"
         fi
-        echo "shard $shard"
-        python3 bench/run_scale.py full --mutants out/full_in --shard "$shard" --store "out/shard$k" \
-            --state "out/scale$k.json" --stop-after "$(left 150)" "$@" 2>&1 | grep -v "^\s*$" | tail -40
-        # packed, in the background while the next shard runs
-        python3 bench/run_scale.py ship --store "out/shard$k" --state "out/scale$k.json" --name "shard$k" \
-            --out "$OUT" &
+        echo "$item"
+        python3 bench/run_scale.py full "${mutants[@]}" --store "out/$name" --state "$state" \
+            --stop-after "$(left 150)" "$@" 2>&1 | grep -v "^\s*$" | tail -40
+        # packed, in the background while the next one runs
+        python3 bench/run_scale.py ship --store "out/$name" --state "$state" --name "$name" --out "$OUT" &
     done
     wait
     ls -la "$OUT"
@@ -169,7 +183,7 @@ refcheck)
     cp out/refcheck/refcheck.jsonl "$OUT/"
     ;;
 *)
-    echo "device_call.sh: unknown part '$part' (tests, full, pair-cost, sizes, real, refcheck)" >&2
+    echo "device_call.sh: unknown part '$part' (tests, tests-parallel, full, reobserve, pair-cost, sizes, real, refcheck)" >&2
     exit 2
     ;;
 esac

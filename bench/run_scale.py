@@ -12,6 +12,12 @@
              output (bench/data/real_size, with its own solution), and two bundled problems scaled through their
              shape constants to KernelBench's sizes (`OFFICIAL`): a fused 2-D convolution with a 134M-element
              input and a 2.5 GiB MLP, run with their bundled solutions and first mutants
+    reobserve (CPU) a mutants folder of the Pending mutants that have an inferred row on an input of their
+             problem's cover in a store: rows made before the run observed every variant on its cover (shard 1's
+             first three calls), where an oracle could observe such a mutant on none of its inputs. Run them
+             (`full --mutants` that folder) into a store of their own and name it first when merging the
+             stores (`oracleaudit merge --into ALL REOBSERVED SHARD1 ...`): a key found in several stores is
+             taken from the first, so their rows replace the old ones whole
     ship     a store and its state as a tar in pieces for a call's $OUT, the store packed (a third of the bytes of a
              compacted one; a run goes on from an unfinished one merged back into a plain store:
              `oracleaudit merge --into STORE STORE-packed`, as device_call.sh's restore does)
@@ -94,6 +100,37 @@ def shard(mutants_dir: Path, spec: str, work: Path) -> Path:
             chosen += group
     write_mutants(work / "mutants", chosen, {m.source: (ROOT / m.source).read_text() for m in chosen})
     return work / "mutants"
+
+
+def reobserve(args) -> None:
+    """--out: the Pending mutants of --mutants with an inferred row in --store on an input of the cover the run
+    stage now observes (`scoring.oracle.input_cover` of the catalog, over the problem's pool inputs)."""
+    from oracleaudit.mutant import PENDING, read_mutants, write_mutants
+    from oracleaudit.pool import Pool
+    from oracleaudit.problem import problem_at
+    from oracleaudit.scoring.oracle import covering
+    from oracleaudit.store import EvidenceStore
+
+    store = EvidenceStore(args.store).open()
+    rows = store.read(columns=["problem", "mutant_id", "input_id", "inferred"])
+    guessed = rows[rows["inferred"].fillna(False).astype(bool)]
+    guessed = {key: set(group.input_id) for key, group in guessed.groupby(["problem", "mutant_id"])}
+    pool, cover, covers = Pool.load(args.pool), covering(), {}
+    chosen = []
+    for mutant in read_mutants(args.mutants):
+        if mutant.status != PENDING or mutant.problem_file is None:
+            continue
+        problem = problem_at(ROOT / mutant.problem_file)
+        inputs = guessed.get((problem.label, mutant.id))
+        if not inputs:
+            continue
+        if problem.label not in covers:
+            covers[problem.label] = set(cover(problem.label, [e.key for e in pool.entries_for(problem)]))
+        if inputs & covers[problem.label]:
+            chosen.append(mutant)
+    write_mutants(args.out, chosen, {m.source: (ROOT / m.source).read_text() for m in chosen})
+    print(f"{len(chosen)} mutants of {len({m.source for m in chosen})} solutions with an inferred row on a cover "
+          f"input in {args.store}: {args.out}")
 
 
 def full(args) -> None:
@@ -365,6 +402,12 @@ def main() -> None:
     p.add_argument("--workers-per-gpu", type=int, default=8)
     p.add_argument("--job-size", type=int, default=2)
     p.set_defaults(run=real)
+    p = sub.add_parser("reobserve")
+    p.add_argument("--store", type=Path, required=True)
+    p.add_argument("--mutants", type=Path, required=True, help="the mutants folder the store's run read")
+    p.add_argument("--pool", default="default")
+    p.add_argument("--out", type=Path, required=True, help="the mutants folder to write")
+    p.set_defaults(run=reobserve)
     p = sub.add_parser("ship")
     p.add_argument("--store", type=Path, required=True)
     p.add_argument("--state", type=Path, required=True)

@@ -135,3 +135,34 @@ def test_a_shard_ships_packed_and_an_unfinished_one_goes_on_merged_back_with_its
     more = [{**all_rows()[0], "mutant_id": "another"}]
     plain.append(more)  # the run goes on appending to it
     assert plain.num_rows == in_key_order.num_rows + 1
+
+
+def test_reobserve_takes_the_mutants_with_an_inferred_row_on_a_cover_input_only(run_scale, tmp_path: Path):
+    """Three Pending mutants of one bundled problem in a store: one with an inferred row on an input of the
+    problem's cover (taken), one with an inferred row on another input only, one with observed rows only."""
+    from oracleaudit.pool import Pool
+    from oracleaudit.problem import problem_at
+    from oracleaudit.scoring.oracle import covering
+    from oracleaudit.store import EvidenceStore
+
+    bundled = shipped_dir("kill_matrix") / "mutants"
+    pending = [m for m in read_mutants(bundled) if m.status == PENDING]
+    first = pending[0]
+    a, b, c = [m for m in pending if m.source == first.source][:3]
+    problem = problem_at(Path(run_scale.ROOT) / first.problem_file)
+    entries = Pool.load("default").entries_for(problem)
+    cover = set(covering()(problem.label, [e.key for e in entries]))
+    on_cover = next(e for e in entries if e.key in cover)
+    elsewhere = next(e for e in entries if e.key not in cover)
+
+    def row(mutant, entry, inferred):
+        return {"problem": problem.label, "mutant_id": mutant.id, "input_id": entry.key, "input_seed": entry.seed,
+                "shape_variant": entry.shape, "distribution": entry.distribution, "output_index": 0,
+                "status": "RuntimeError" if inferred else "Ok", "inferred": inferred}
+
+    store = EvidenceStore(tmp_path / "store").create({"pool": "default"})
+    store.append([row(a, elsewhere, False), row(a, on_cover, True), row(b, on_cover, False),
+                  row(b, elsewhere, True), row(c, on_cover, False)])
+    out = tmp_path / "again"
+    run_scale.reobserve(argparse.Namespace(store=tmp_path / "store", mutants=bundled, pool="default", out=out))
+    assert [m.id for m in read_mutants(out)] == [a.id]
