@@ -41,7 +41,8 @@ the complete dataset (its Pending mutants + the original + the reference rows, t
 variant), and scaled by what packing all problems together saves on the dense store.
 
     PYTHONPATH=. python bench/store_size.py [--evidence kill_matrix/evidence] [--mutants kill_matrix/mutants]
-        [--run-mutants out/mutants] [--dense bench/results/full_run/shard1] [--out bench/results/store_size.json]
+        [--run-mutants out/mutants] [--dense bench/results/full_run/shard1 [--dense ...shard2]]
+        [--out bench/results/store_size.json]
 """
 
 from __future__ import annotations
@@ -203,10 +204,12 @@ def by_problem(table: pa.Table, folder: Path, meta: dict) -> dict[str, tuple[int
             for part in [table.filter(pc.equal(column, problem))]}
 
 
-def weighted_projection(table: pa.Table, meta: dict, dense: Path, run_mutants: Path, folder: Path) -> dict:
-    """The complete dataset's packed evidence projected problem by problem (see the module's docstring)."""
-    dense_store = EvidenceStore(dense).open()
-    dense_table = dense_store.read_table()
+def weighted_projection(table: pa.Table, meta: dict, dense: list[Path], run_mutants: Path, folder: Path) -> dict:
+    """The complete dataset's packed evidence projected problem by problem (see the module's docstring); the
+    `dense` stores (e.g. the complete run's shards: other solutions each) read as one."""
+    dense_store = EvidenceStore(dense[0]).open()
+    others = [EvidenceStore(d).open().read_table() for d in dense[1:]]
+    dense_table = pa.concat_tables([dense_store.read_table(), *others])
     bundle, full = by_problem(table, folder / "bundle", meta), by_problem(dense_table, folder / "dense", meta)
     ratio = float(np.median([(full[p][1] / full[p][0]) / (bundle[p][1] / bundle[p][0]) for p in full]))
     together = packed_bytes(dense_table, folder / "together", dense_store.meta) / sum(b for _, b in full.values())
@@ -218,7 +221,7 @@ def weighted_projection(table: pa.Table, meta: dict, dense: Path, run_mutants: P
         rate = full[problem][1] / full[problem][0] if problem in full else ratio * size / count
         rows += complete
         total += complete * rate * together
-    return {"dense": str(dense), "dense_problems": len(full), "dense_over_bundle_median": round(ratio, 3),
+    return {"dense": [str(d) for d in dense], "dense_problems": len(full), "dense_over_bundle_median": round(ratio, 3),
             "together_over_alone": round(together, 3), "rows": round(rows), "evidence_mib": round(total / MiB, 1),
             "evidence_bytes_per_row": round(total / rows, 1)}
 
@@ -228,8 +231,8 @@ def main() -> None:
     parser.add_argument("--evidence", type=Path, default=Path("kill_matrix/evidence"))
     parser.add_argument("--mutants", type=Path, default=Path("kill_matrix/mutants"))
     parser.add_argument("--run-mutants", type=Path, help="the run's mutants folder (all its mutants)")
-    parser.add_argument("--dense", type=Path, help="a store of some solutions with every mutant (the projection by "
-                        "problem; needs --run-mutants)")
+    parser.add_argument("--dense", type=Path, action="append", help="a store of some solutions with every mutant "
+                        "(the projection by problem; needs --run-mutants; repeatable: stores of other solutions each)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     store = EvidenceStore(args.evidence).open()
@@ -290,7 +293,8 @@ def main() -> None:
     print(f"complete bundle ≈ {total / MiB:.1f} MiB (target 40 MiB: the evidence may take "
           f"{(40 * MiB - folder['complete']['bytes'] - provenance) / FULL_ROWS:.1f} bytes/row)")
     if weighted:
-        print(f"by problem, weighted by their mutants ({weighted['dense_problems']} problems from {weighted['dense']}, "
+        sources = ", ".join(weighted["dense"])
+        print(f"by problem, weighted by their mutants ({weighted['dense_problems']} problems from {sources}, "
               f"the rest at {weighted['dense_over_bundle_median']}× the bundle's rate): packed evidence ≈ "
               f"{weighted['evidence_mib']} MiB for {weighted['rows']} rows ({weighted['evidence_bytes_per_row']} "
               f"bytes/row); complete bundle ≈ "
