@@ -140,7 +140,7 @@ full|reobserve)
         if [ "$part" = full ]; then
             name=shard${item%/*} state=out/scale${item%/*}.json mutants=(--mutants out/full_in --shard "$item")
         else
-            name=$item state=out/scale-$item.json mutants=(--mutants bench/data/reobserve/shard1)
+            name=$item state=out/scale-$item.json mutants=(--mutants bench/data/reobserve/shard1 --reobserving)
         fi
         restore "$name" "out/$name-packed"
         if python3 -c "import json, sys; from bench.run_scale import ended

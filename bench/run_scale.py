@@ -142,6 +142,8 @@ def full(args) -> None:
     if args.shard:
         args.mutants = shard(args.mutants, args.shard, Path(tempfile.mkdtemp(prefix="oracleaudit-shard-")))
         state["full"]["shard"] = args.shard
+    if args.reobserving:
+        state["full"]["reobserves"] = True
     result = runner.run(args.mutants, args.store, pool="default", workers_per_gpu=args.workers_per_gpu,
                         stop_after_s=args.stop_after, per_solution=args.per_solution, show_progress=False,
                         cover=covering())  # as `oracleaudit run` does
@@ -263,17 +265,18 @@ def real(args) -> None:
 
 
 def gather(states: list[dict]) -> dict:
-    """One state from several (a call's file each: the shards of the full run, the real-size run, ...): the full
-    run's calls of every shard in the order given, their holes and inferred rows summed, and whether it is
-    complete — every shard K of its N present (or one unsharded run), each ended (its last call not stopped)
-    with no hole; gpu, code, memory and real_size from the first state that has them."""
+    """One state from several (a call's file each: the shards of the full run, a `reobserve` run, the real-size
+    run, ...): the full run's calls of every shard in the order given, their holes and inferred rows summed, and
+    whether it is complete — every shard K of its N present (or one unsharded run), each ended (its last call
+    not stopped) with no hole, a reobserve run too (its calls count, it is no shard); gpu, code, memory and
+    real_size from the first state that has them."""
     fulls = [s["full"] for s in states if s.get("full", {}).get("calls")]
-    shards = [f.get("shard") for f in fulls]
+    shards = [f.get("shard") for f in fulls if not f.get("reobserves")]
     if any(shards):
         parts = [tuple(int(x) for x in spec.split("/")) if spec else (0, 0) for spec in shards]
         covered = len({n for _, n in parts}) == 1 and sorted(k for k, _ in parts) == list(range(1, parts[0][1] + 1))
     else:
-        covered = len(fulls) == 1
+        covered = len(shards) == 1
     ended_all = all(ended({"full": f}) for f in fulls)
     first = {key: next((s[key] for s in states if s.get(key) is not None), None)
              for key in ("gpu", "code", "memory", "real_size")}
@@ -324,7 +327,7 @@ def report(args) -> None:
             "pairs_not_yet_run": full.get("holes"),  # in the shards gathered (a shard not started counts none)
             **events,
             "errors": [e for c in calls for e in c["errors"]]},
-        "peak_gpu_mem_ratio_60_vs_10_inputs": state.get("memory", {}).get("ratio_60_vs_10"),
+        "peak_gpu_mem_ratio_60_vs_10_inputs": (state.get("memory") or {}).get("ratio_60_vs_10"),
         "memory": state.get("memory"),
         "real_size": state.get("real_size"),
         "calls": calls,
@@ -392,6 +395,8 @@ def main() -> None:
                    "in this call; a later call without it goes on with the rest (its builds are the full units)")
     p.add_argument("--shard", metavar="K/N", help="only shard K of N of the solutions (see `shard`), into its own "
                    "store: the shards' stores merge into the whole run's")
+    p.add_argument("--reobserving", action="store_true", help="--mutants is a `reobserve` folder: the state's calls "
+                   "count towards the whole run, but it is no shard")
     p.set_defaults(run=full)
     p = sub.add_parser("memory")
     p.add_argument("--state", type=Path, required=True)

@@ -88,6 +88,29 @@ def test_the_report_gathers_the_shards_states_and_is_complete_only_with_every_sh
     assert not cut["bundled_full_complete"] and cut["partial"]["pairs_not_yet_run"] == 68
 
 
+def test_a_reobserve_run_counts_towards_the_whole_run_but_is_no_shard(run_scale, tmp_path):
+    """Shards 1 and 2 of 2 ended, and a `reobserve` run (no shard): complete only once it has ended too, its
+    wall time and variants in the totals, the shards listed as before."""
+    states = {"s1": _shard("1/2", [_call(100.0, 50, False)], 0), "s2": _shard("2/2", [_call(300.0, 100, False)], 0),
+              "re": {"full": {"reobserves": True, "calls": [_call(60.0, 43, True)], "holes": 68, "inferred_rows": 3}}}
+    paths = []
+    for name, state in states.items():
+        paths.append(tmp_path / f"{name}.json")
+        run_scale._save(paths[-1], state)
+
+    def report() -> dict:
+        out = tmp_path / "run_scale.json"
+        run_scale.report(argparse.Namespace(state=paths, out=out))
+        return json.loads(out.read_text())
+
+    assert not report()["bundled_full_complete"]
+    states["re"]["full"].update(holes=0, calls=[_call(60.0, 43, False)])
+    run_scale._save(paths[2], states["re"])
+    whole = report()
+    assert whole["bundled_full_complete"] and whole["shards"] == ["1/2", "2/2"]
+    assert whole["bundled_full_wall_s"] == 460.0 and whole["variants"] == 193
+
+
 def _shipped(run_scale, tmp_path: Path, state: dict, monkeypatch) -> tuple[Path, Path]:
     """A store of real rows and its state shipped as a call would (paths relative to the repository root);
     returns the store and the folder the pieces unpack in."""
