@@ -100,7 +100,7 @@ def first_crashes(rows) -> dict[tuple[str, str], set[str]]:
     return {key: set(group.input_id) for key, group in sticky.groupby(["problem", "mutant_id"])}
 
 
-def replays(rows, order: list[str], job_size: int) -> tuple[int, list[int]]:
+def replays(rows, order: Order, job_size: int) -> tuple[int, list[int]]:
     """The pairs replayed under `order`, and the position of every first crash."""
     crashes = first_crashes(rows)
     total, positions = 0, []
