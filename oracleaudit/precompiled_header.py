@@ -20,9 +20,13 @@ one that fits; it was not observed directly.
 - a build that does not use the header leaves it for the builds that do (g++ takes a precompiled header
   only where it was made with the same options, and parses the header otherwise).
 
-`load()` runs `load_inline`; when the compiler crashes on a build while a header is there, and it is the one
-the build found, an empty unit is built with it: where that crashes too, the header is deleted and
-the build is run once more (the header then made afresh); otherwise the crash is the source's and is raised.
+`load()` runs `load_inline`; when a build fails while a header is there, and it is the one the build found,
+an empty unit is built with it: where that fails too, the header is deleted and the build is run once more
+(the header then made afresh); otherwise the failure is the source's and is raised. A damaged header does
+not always crash g++: with the same bytes of it overwritten, a build here failed with errors instead (macro
+PYBIND11_CONCAT "requires 27241 arguments"), and so did the next build, `use_pch` or not (g++ takes
+`extension.h.gch` for any unit that includes <torch/extension.h> with the options it was made with). So any
+failure is checked, not only a crash; a failing unit costs one empty build more.
 
 No tree-sitter or libclang here; torch is imported only when a build asks for it.
 """
@@ -43,7 +47,7 @@ __all__ = ["discard", "guard", "load", "usable"]
 
 LOCK = "oracleaudit-precompiled-header.lock"
 VOUCHER = "oracleaudit-precompiled-header.made"
-COMPILER_CRASH = re.compile(r"internal compiler error")
+COMPILER_CRASH = re.compile(r"internal compiler error")  # build_isolating raises such a failure as it is
 _MAKE = "_check_and_build_extension_h_precompiler_headers"
 _REMOVE = "remove_extension_h_precompiler_headers"
 _probes = itertools.count()
@@ -140,17 +144,15 @@ def discard() -> None:
 
 
 def load(load_inline: Callable[..., Any], **kwargs: Any) -> Any:
-    """`load_inline(**kwargs)`, run once more where the compiler crashed on a damaged shared header (the
-    header then deleted, so that the second build makes it afresh or parses <torch/extension.h>). g++ takes
-    the header wherever it was made with the build's options, `use_pch` or not."""
+    """`load_inline(**kwargs)`, run once more where it failed on a damaged shared header (the header then
+    deleted, so that the second build makes it afresh or parses <torch/extension.h>). g++ takes the header
+    wherever it was made with the build's options, `use_pch` or not."""
     header = _folder() / "extension.h.gch"
     found = _fingerprint(header)
     try:
         return load_inline(**kwargs)
-    except (RuntimeError, UnicodeDecodeError) as err:
-        if found is None or not _crashed(err):
-            raise
-        if _fingerprint(header) == found and not _discard_if_damaged(header):
+    except (RuntimeError, UnicodeDecodeError):
+        if found is None or (_fingerprint(header) == found and not _discard_if_damaged(header)):
             raise
     _forget(kwargs["name"])
     return load_inline(**kwargs)
@@ -166,15 +168,10 @@ def _forget(name: str) -> None:
         entries.pop(name, None)
 
 
-def _crashed(err: Exception) -> bool:
-    """Whether a failed build is a compiler crash: g++ says so, or prints bytes that are not text (paths read
-    from a damaged header), on which torch's formatting of the build's output fails."""
-    return isinstance(err, UnicodeDecodeError) or bool(COMPILER_CRASH.search(str(err)))
-
-
 def _discard_if_damaged(header: Path) -> bool:
-    """Build an empty unit with the shared header; where the compiler crashes on it, delete the header (if no
-    other process has made it again meanwhile) and say so."""
+    """Build an empty unit with the shared header; where that fails (a compiler crash, output that is not text
+    on which torch's formatting fails, or errors in what the header declares), delete the header (if no other
+    process has made it again meanwhile) and say so."""
     from torch.utils import cpp_extension
 
     probed = _fingerprint(header)
@@ -184,9 +181,8 @@ def _discard_if_damaged(header: Path) -> bool:
             cpp_extension.load_inline(name=name, cpp_sources="int oa_header_probe() { return 1; }",
                                       functions=["oa_header_probe"], build_directory=directory, use_pch=True)
             return False
-        except (RuntimeError, UnicodeDecodeError) as err:
-            if not _crashed(err):
-                return False
+        except (RuntimeError, UnicodeDecodeError):
+            pass
     folder = header.parent
     with held(folder / LOCK):
         if _fingerprint(header) == probed:

@@ -76,6 +76,31 @@ def test_a_build_that_crashes_the_compiler_on_a_damaged_header_makes_it_again_an
     assert header.stat().st_mtime_ns != stat.st_mtime_ns, "the damaged header was not made again"
 
 
+def test_a_build_that_fails_without_a_crash_on_a_damaged_header_makes_it_again_and_builds(
+        header: Path, tmp_path: Path) -> None:
+    """A damaged header does not always crash g++: the build here fails with ordinary errors (as one did after
+    the damage above); the empty unit built to check the header fails too (crash or errors alike), so the
+    header is made again and the build run once more."""
+    from torch.utils import cpp_extension
+
+    stat = header.stat()
+    with open(header, "r+b") as file:
+        file.seek(stat.st_size // 2)
+        file.write(bytes(range(256)) * 4096)
+    os.utime(header, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    calls = []
+
+    def failing_once(**kwargs):
+        calls.append(kwargs["name"])
+        if len(calls) == 1:
+            raise RuntimeError(f"Error building extension '{kwargs['name']}': main.cpp:3:1: error: macro "
+                               "\"PYBIND11_CONCAT\" requires 27241 arguments, but only 2 given")
+        return cpp_extension.load_inline(**kwargs)
+
+    assert _answer(tmp_path, load_inline=failing_once).answer() == 42
+    assert len(calls) == 2 and header.stat().st_mtime_ns != stat.st_mtime_ns, "the damaged header was kept"
+
+
 def test_a_build_without_the_header_leaves_it_for_the_builds_that_use_it(header: Path, tmp_path: Path) -> None:
     made = header.stat().st_mtime_ns
     precompiled_header.guard()  # as the verify stage does before a solution's own load_inline runs
@@ -95,4 +120,16 @@ def test_a_compiler_crash_on_a_whole_header_is_the_source_s_and_is_raised(header
     with pytest.raises(RuntimeError, match="internal compiler error"):
         _answer(tmp_path, load_inline=crashing)
     assert len(calls) == 1, "built again although the header is whole"
+    assert header.stat().st_mtime_ns == made, "a whole header was made again"
+
+
+def test_a_source_that_does_not_compile_with_a_whole_header_is_raised_and_the_header_kept(
+        header: Path, tmp_path: Path) -> None:
+    from torch.utils import cpp_extension
+
+    made = header.stat().st_mtime_ns
+    with pytest.raises(RuntimeError, match="Error building extension"):
+        precompiled_header.load(cpp_extension.load_inline, name=f"oa_header_wrong_{os.getpid()}",
+                                cpp_sources="int answer() { return undeclared_name; }", functions=["answer"],
+                                build_directory=str(tmp_path), use_pch=True)
     assert header.stat().st_mtime_ns == made, "a whole header was made again"
