@@ -65,6 +65,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from oracleaudit.packed_arrays import unzig, zig
+
 FILES = ("rows", "evidence", "values", "points", "linked", "mates", "loose", "far")
 NARROW = (pa.int8(), pa.uint8(), pa.int16(), pa.uint16(), pa.int32(), pa.uint32())
 BIG = 1 << 30
@@ -94,14 +96,6 @@ class Option:
 
 
 # ---- transforms -----------------------------------------------------------------------------------------
-
-
-def _zig(x: np.ndarray) -> np.ndarray:
-    return (x << 1) ^ (x >> 63)
-
-
-def _unzig(x: np.ndarray) -> np.ndarray:
-    return (x.view(np.uint64) >> np.uint64(1)).view(np.int64) ^ -(x & 1)
 
 
 def _shift(x: np.ndarray, starts: np.ndarray) -> np.ndarray:
@@ -211,7 +205,7 @@ def forward(column: pa.Array, transform: str) -> tuple[np.ndarray | pa.Array, np
         if "prefix" in steps:
             values = _segmented(values, starts, np.add, np.subtract)
         if "zz" in steps:
-            values = _zig(values)
+            values = zig(values)
     return values, valid
 
 
@@ -242,7 +236,7 @@ def backward(stored: pa.Array, like: pa.Array, transform: str) -> pa.Array:
     starts = _starts(valid, None if "T" in steps else lengths)
     with np.errstate(over="ignore"):
         if "zz" in steps:
-            values = _unzig(values)
+            values = unzig(values)
         if "prefix" in steps:
             values = values - _shift(values, starts)
         if "xor" in steps:

@@ -207,12 +207,11 @@ def by_problem(table: pa.Table, folder: Path, meta: dict) -> dict[str, tuple[int
 def weighted_projection(table: pa.Table, meta: dict, dense: list[Path], run_mutants: Path, folder: Path) -> dict:
     """The complete dataset's packed evidence projected problem by problem (see the module's docstring); the
     `dense` stores (e.g. the complete run's shards: other solutions each) read as one."""
-    dense_store = EvidenceStore(dense[0]).open()
-    others = [EvidenceStore(d).open().read_table() for d in dense[1:]]
-    dense_table = pa.concat_tables([dense_store.read_table(), *others])
+    stores = [EvidenceStore(d).open() for d in dense]
+    dense_table = pa.concat_tables([store.read_table() for store in stores])
     bundle, full = by_problem(table, folder / "bundle", meta), by_problem(dense_table, folder / "dense", meta)
     ratio = float(np.median([(full[p][1] / full[p][0]) / (bundle[p][1] / bundle[p][0]) for p in full]))
-    together = packed_bytes(dense_table, folder / "together", dense_store.meta) / sum(b for _, b in full.values())
+    together = packed_bytes(dense_table, folder / "together", stores[0].meta) / sum(b for _, b in full.values())
     pending = Counter(m.problem for m in read_mutants(run_mutants) if m.status == PENDING)
     variants = table.select(["problem", "mutant_id"]).to_pandas().groupby("problem").mutant_id.nunique()
     rows = total = 0.0
