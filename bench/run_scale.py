@@ -431,9 +431,13 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from oracleaudit.errors import OracleAuditError
+
     try:
         main()
-    except Exception as err:  # one line for a bad argument or file; the traceback is above for the rest
+    except OracleAuditError as err:  # a bad argument or file: one line
+        sys.exit(f"run_scale.py: error: {err}")
+    except Exception as err:  # anything else: the traceback above the line
         import traceback
 
         traceback.print_exc()

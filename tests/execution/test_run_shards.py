@@ -189,3 +189,15 @@ def test_reobserve_takes_the_mutants_with_an_inferred_row_on_a_cover_input_only(
     out = tmp_path / "again"
     run_scale.reobserve(argparse.Namespace(store=tmp_path / "store", mutants=bundled, pool="default", out=out))
     assert [m.id for m in read_mutants(out)] == [a.id]
+
+
+def test_reobserve_of_a_folder_that_is_no_store_is_one_line_naming_it(tmp_path: Path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, str(BENCH), "reobserve", "--store", str(tmp_path), "--mutants",
+                           str(shipped_dir("kill_matrix") / "mutants"), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True, cwd=BENCH.parents[1])
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"run_scale.py: error: {tmp_path}/manifest.json: no such file (not an evidence store)"]
