@@ -266,10 +266,10 @@ def real(args) -> None:
 
 def gather(states: list[dict]) -> dict:
     """One state from several (a call's file each: the shards of the full run, a `reobserve` run, the real-size
-    run, ...): the full run's calls of every shard in the order given, their holes and inferred rows summed, and
-    whether it is complete — every shard K of its N present (or one unsharded run), each ended (its last call
-    not stopped) with no hole, a reobserve run too (its calls count, it is no shard); gpu, code, memory and
-    real_size from the first state that has them."""
+    run, ...): the full run's calls of every shard in the order given, their holes and inferred rows summed, the
+    code of each (labelled by what it ran), and whether it is complete — every shard K of its N present (or one
+    unsharded run), each ended (its last call not stopped) with no hole, a reobserve run too (its calls count, it
+    is no shard); gpu, memory and real_size from the first state that has them."""
     fulls = [s["full"] for s in states if s.get("full", {}).get("calls")]
     shards = [f.get("shard") for f in fulls if not f.get("reobserves")]
     if any(shards):
@@ -279,11 +279,24 @@ def gather(states: list[dict]) -> dict:
         covered = len(shards) == 1
     ended_all = all(ended({"full": f}) for f in fulls)
     first = {key: next((s[key] for s in states if s.get(key) is not None), None)
-             for key in ("gpu", "code", "memory", "real_size")}
-    return {**first, "full": {"calls": [c for f in fulls for c in f["calls"]], "shards": shards,
-                              "complete": bool(fulls) and covered and ended_all,
-                              "holes": sum(f.get("holes") or 0 for f in fulls),
-                              "inferred_rows": sum(f.get("inferred_rows") or 0 for f in fulls)}}
+             for key in ("gpu", "memory", "real_size")}
+    codes = [f"{_label(s)}: {s['code']}" for s in states if s.get("code")]
+    return {**first, "code": "; ".join(codes) or None,
+            "full": {"calls": [c for f in fulls for c in f["calls"]], "shards": shards,
+                     "complete": bool(fulls) and covered and ended_all,
+                     "holes": sum(f.get("holes") or 0 for f in fulls),
+                     "inferred_rows": sum(f.get("inferred_rows") or 0 for f in fulls)}}
+
+
+def _label(state: dict) -> str:
+    """What a state's calls ran, to name the code that made them: a shard, a reobserve run, the real-size run
+    or the memory measurement."""
+    full = state.get("full") or {}
+    if full.get("reobserves"):
+        return "reobserve"
+    if full.get("calls"):
+        return f"shard {full['shard']}" if full.get("shard") else "full run"
+    return "real size" if state.get("real_size") else "memory"
 
 
 def report(args) -> None:

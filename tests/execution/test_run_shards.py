@@ -58,8 +58,8 @@ def _shard(spec: str, calls: list[dict], holes: int) -> dict:
 
 
 def test_the_report_gathers_the_shards_states_and_is_complete_only_with_every_shard_ended(run_scale, tmp_path):
-    real = {"real_size": {"problems": ["level1/x"], "oom": 0}, "memory": {"ratio_60_vs_10": 1.03}}
-    one = _shard("1/2", [_call(100.0, 50, True), _call(200.0, 150, False)], 0)
+    real = {"real_size": {"problems": ["level1/x"], "oom": 0}, "memory": {"ratio_60_vs_10": 1.03}, "code": "b2"}
+    one = {**_shard("1/2", [_call(100.0, 50, True), _call(200.0, 150, False)], 0), "code": "a1"}
     two = _shard("2/2", [_call(300.0, 100, False)], 0)
     paths = []
     for name, state in (("s1", one), ("s2", two), ("real", real)):
@@ -77,6 +77,7 @@ def test_the_report_gathers_the_shards_states_and_is_complete_only_with_every_sh
     assert whole["variants_per_min"] == 30.0 and whole["phases"] == {"evidence_s": 600.0, "idle_s": 3.0}
     assert whole["real_size"] == real["real_size"] and whole["peak_gpu_mem_ratio_60_vs_10_inputs"] == 1.03
     assert whole["events"] == {"inferred_rows": 6, "restarts": 0, "hangs": 3, "crashes": 6, "replays": 15}
+    assert whole["code"] == "shard 1/2: a1; real size: b2"  # each state's code, named by what it ran
     half = report(paths[0], paths[2])  # shard 2 of 2 not run yet: a partial run, whatever shard 1 says
     assert not half["bundled_full_complete"] and half["bundled_full_wall_s"] is None
     assert half["partial"]["variants"] == 200 and half["partial"]["pairs_not_yet_run"] == 0
