@@ -76,6 +76,7 @@ __all__ = [
     "MAX_HULL_POINTS",
     "ErrorEvidence",
     "arrow_fields",
+    "clears_rounding",
     "convex_chain",
     "frozen",
     "grid_key",
@@ -194,12 +195,7 @@ class ErrorEvidence:
             return True
         if not self._replay(atol, rtol):
             return True  # a stored, real point fails
-        u, s, _, _ = margins(DTYPES[self.compare_dtype])
-        vr, vd = convex_chain(self.hull_r, self.hull_d)
-        with np.errstate(over="ignore", invalid="ignore"):
-            low = (1 - 8 * u) * (atol + rtol * vr) - 8 * s  # a lower bound of g(r) at the breakpoints
-            high = (1 + self.hull_slack) * vd * (1 + 1e-12)
-        return bool(np.all(low >= high))
+        return clears_rounding(self.hull_r, self.hull_d, self.compare_dtype, self.hull_slack, atol, rtol)
 
     # ---- fraction-within rules ------------------------------------------------------------------------
 
@@ -327,6 +323,19 @@ def replay_fails(r: np.ndarray, d: np.ndarray, compare_dtype: str, atol: float, 
     dt = torch.from_numpy(np.array(d, dtype=np.float64)).to(dtype)
     allowed = float(atol) + (float(rtol) * rt).abs()
     return (~(torch.isfinite(dt) & (dt <= allowed))).numpy()
+
+def clears_rounding(hull_r: np.ndarray, hull_d: np.ndarray, compare_dtype: str, hull_slack: float, atol: float,
+                    rtol: float) -> bool:
+    """Whether the tolerance line atol + rtol·r stays above an incomplete hull (points left out lie at most
+    `hull_slack` above it) by more than the rounding of torch.isclose in `compare_dtype`: then no element left
+    out can fail, and a verdict that no stored point fails is exact (`ErrorEvidence.is_exact`)."""
+    u, s, _, _ = margins(DTYPES[str(compare_dtype)])
+    vr, vd = convex_chain(hull_r, hull_d)
+    with np.errstate(over="ignore", invalid="ignore"):
+        low = (1 - 8 * u) * (atol + rtol * vr) - 8 * s  # a lower bound of g(r) at the breakpoints
+        high = (1 + hull_slack) * vd * (1 + 1e-12)
+    return bool(np.all(low >= high))
+
 
 def convex_chain(r: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The upper-left convex chain of points (float64 numpy): sorted by r, strictly increasing in r and d,

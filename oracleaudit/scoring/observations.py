@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from oracleaudit.evidence import ErrorEvidence, grid_key
+from oracleaudit.evidence import grid_key
 from oracleaudit.scoring.witness import required_tolerance
 from oracleaudit.store import OBSERVATION_SCHEMA, EvidenceStore
 
@@ -200,17 +200,3 @@ class Observations:
                 return None
             self._lazy[key] = _int(column)
         return self._lazy[key]
-
-    def evidence(self, row: int, prefix: str) -> ErrorEvidence:
-        """The evidence of one row (for the rare rows judged one by one: incomplete hulls, see `_allclose`)."""
-        f = self.frame
-        r, d, owner = self.hull[prefix]
-        lo, hi = np.searchsorted(owner, [row, row + 1])
-        within = tuple(int(self.within(prefix, t)[row]) for t in self.grid)
-        return ErrorEvidence(
-            shape_match=True, dtype_match=True, out_shape=(), ref_shape=(),
-            out_dtype=str(f.at[row, prefix + "out_dtype"]), ref_dtype="", compare_dtype=str(
-                f.at[row, prefix + "compare_dtype"]),
-            **{name: int(f.at[row, prefix + name]) for name in _COUNTS},
-            hull_r=r[lo:hi], hull_d=d[lo:hi], hull_complete=bool(f.at[row, prefix + "hull_complete"]),
-            hull_slack=float(f.at[row, prefix + "hull_slack"]), tolerance_grid=self.grid, n_within=within)

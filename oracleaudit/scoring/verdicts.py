@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from oracleaudit.errors import OracleAuditError
-from oracleaudit.evidence import replay_fails
+from oracleaudit.evidence import clears_rounding, replay_fails
 from oracleaudit.scoring.observations import NF_COUNTS, Observations
 from oracleaudit.scoring.oracle import MATH_MODES, Criterion, Oracle, Stage
 from oracleaudit.status import ORIGINAL, REFERENCE, Status
@@ -110,10 +110,24 @@ def _allclose(obs: Observations, rows: np.ndarray, p: str, atol: np.ndarray, rto
         failed_rows = np.bincount(pos[fails], minlength=len(rows)) > 0
         result[need] = ~failed_rows[need]
         incomplete = need[~get("hull_complete")[need] & result[need]]
-        for i in incomplete:
-            ev = obs.evidence(int(rows[i]), p)
-            exact[i] = ev.is_exact(float(atol[i]), float(rtol[i]), equal_nan)
+        if len(incomplete):
+            exact[incomplete] = _exact_where_thinned(obs, rows[incomplete], p, atol[incomplete], rtol[incomplete])
     return result, exact
+
+
+def _exact_where_thinned(obs: Observations, rows: np.ndarray, p: str, atol: np.ndarray,
+                         rtol: np.ndarray) -> np.ndarray:
+    """For rows whose stored hull points all pass but whose hull was thinned (points left out): whether the
+    verdict is exact, i.e. the tolerance line clears the hull by more than rounding (ErrorEvidence.is_exact,
+    less the checks `_allclose` has made), from the hull arrays and columns as they are, row by row."""
+    f = obs.frame
+    r, d, owner = obs.hull[p]
+    starts, ends = np.searchsorted(owner, rows), np.searchsorted(owner, rows + 1)
+    slack = f[p + "hull_slack"].to_numpy()[rows]
+    dtypes = f[p + "compare_dtype"].cat.categories[f[p + "compare_dtype"].cat.codes.to_numpy()[rows]]
+    return np.array([clears_rounding(r[lo:hi], d[lo:hi], dtype, float(s), float(a), float(t))
+                     for lo, hi, dtype, s, a, t in zip(starts.tolist(), ends.tolist(), dtypes, slack, atol, rtol)],
+                    dtype=bool)
 
 
 def _metric_ok(value: np.ndarray, l2_diff: np.ndarray, passes) -> np.ndarray:

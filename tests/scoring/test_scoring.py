@@ -389,6 +389,35 @@ def test_the_verdict_from_evidence_equals_the_rule_run_on_the_raw_outputs(rule: 
         assert verdicts.inexact == len(inexact)
 
 
+def test_a_thinned_hull_is_judged_as_its_evidence_judges_it_alone() -> None:
+    """Outputs whose error hull has more vertices than are stored (hull_complete False): the audit's verdict
+    and its exactness, made for all rows at once, are those of each row's ErrorEvidence (is_exact), and an
+    exact verdict is torch.allclose's; tolerances below, at and above the edge where the tolerance line
+    touches the hull d = sqrt(r) (rtol = atol = 0.5 at r = 1) give both exact and inexact verdicts."""
+    generator = torch.Generator().manual_seed(5)
+    pairs = []
+    for size in (60_000, 90_000):
+        x = torch.rand(size, generator=generator, dtype=torch.float64)
+        pairs.append(((x + x.sqrt()).float(), x.float()))
+    pairs.append((torch.zeros(50_000), torch.randn(50_000, generator=generator)))
+    assert all(not measure(out, ref).hull_complete for out, ref in pairs)
+    audit = audit_of_pairs(pairs)
+    seen = set()
+    for t in (0.3, 0.49, 0.5, 0.51, 0.7, 1.0, 4.0):
+        verdicts = audit.verdicts(protocol("allclose = true", t))
+        inexact = set(verdicts.rows.loc[verdicts.rows["inexact"].to_numpy(), "row"])
+        unit_rows = dict(zip(audit.obs.frame["kernel"], audit.obs.frame.index))
+        for (out, ref), unit, rejected in zip(pairs, audit.mutants["kernel"], verdicts.killed):
+            evidence = measure(out, ref)
+            exact = evidence.is_exact(t, t)
+            assert (unit_rows[unit] not in inexact) == exact
+            assert bool(rejected) == (not evidence.allclose(t, t))
+            if exact:
+                assert bool(rejected) == (not torch.allclose(out, ref, rtol=t, atol=t))
+            seen.add(exact)
+    assert seen == {True, False}
+
+
 def test_allclose_verdicts_are_never_inexact_and_equal_torch_allclose() -> None:
     audit, pairs = exactness_audit(np.random.default_rng(7), 400)
     for t, equal_nan in ((1e-4, False), (1e-2, True), (0.0, False), (3e-7, False)):
