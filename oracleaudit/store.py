@@ -350,9 +350,10 @@ class EvidenceStore:
         self._keys = None
         return path
 
-    def pack(self, dest: Path | str) -> "EvidenceStore":
-        """Write this store's rows as a new packed store at `dest` (see `pack_rows`) and return it open."""
-        return pack_rows(dest, self.meta, self.read_table())
+    def pack(self, dest: Path | str, codec: tuple[str, int] | None = None) -> "EvidenceStore":
+        """Write this store's rows as a new packed store at `dest` (see `pack_rows`; `codec` default
+        packed.CODEC) and return it open."""
+        return pack_rows(dest, self.meta, self.read_table(), codec or packed.CODEC)
 
     # ---- reading --------------------------------------------------------------------------------------
 
@@ -542,10 +543,12 @@ def merge_stores(target: Path, sources: Sequence[Path], compact: bool = False) -
     return {"into": str(into.path), "added": added, "rows": into.num_rows, "errors": errors}
 
 
-def pack_rows(dest: Path | str, meta: Mapping[str, Any], table: pa.Table) -> EvidenceStore:
+def pack_rows(dest: Path | str, meta: Mapping[str, Any], table: pa.Table,
+              codec: tuple[str, int] = packed.CODEC) -> EvidenceStore:
     """A new packed store (packed.py) at `dest` holding `table`'s rows (the observation schema; the first row
     of a key kept, sorted by key) with `meta`: the same rows give byte-identical files (with the same
-    pyarrow). `dest` must not hold a store; its manifest is written last, so a crash leaves no store."""
+    pyarrow and `codec`: packed.FAST_CODEC for a store on its way elsewhere). `dest` must not hold a store;
+    its manifest is written last, so a crash leaves no store."""
     store = EvidenceStore(dest)
     if store.exists():
         raise OracleAuditError(f"{store.manifest_path}: an evidence store already exists here")
@@ -556,7 +559,8 @@ def pack_rows(dest: Path | str, meta: Mapping[str, Any], table: pa.Table) -> Evi
     folder = store.path / packed.PACKED_DIR
     if folder.exists():
         shutil.rmtree(folder)
-    written = packed.write(packed.encode(table), folder, {SCHEMA_VERSION_KEY: str(STORE_SCHEMA_VERSION).encode()})
+    written = packed.write(packed.encode(table), folder, {SCHEMA_VERSION_KEY: str(STORE_SCHEMA_VERSION).encode()},
+                           codec)
     files = {name: {"file": f"{packed.PACKED_DIR}/{path.name}", "rows": pq.ParquetFile(path).metadata.num_rows,
                     "sha256": file_sha256(path)} for name, path in written.items()}
     store._write_manifest({"schema_version": STORE_SCHEMA_VERSION, "layout": PACKED,

@@ -137,6 +137,7 @@ def _shipped(run_scale, tmp_path: Path, state: dict, monkeypatch) -> tuple[Path,
 
 def test_a_shard_ships_packed_and_an_unfinished_one_goes_on_merged_back_with_its_rows(run_scale, tmp_path: Path,
                                                                                      monkeypatch):
+    from oracleaudit.packed import FAST_CODEC, FILES, PACKED_DIR
     from oracleaudit.store import KEY_COLUMNS, EvidenceStore, merge_stores
     from tests.shared.test_store import all_rows
 
@@ -146,6 +147,9 @@ def test_a_shard_ships_packed_and_an_unfinished_one_goes_on_merged_back_with_its
     packed = EvidenceStore(back / "out" / "shard2-packed").open()
     in_key_order = EvidenceStore(path).open().read_table().sort_by([(k, "ascending") for k in KEY_COLUMNS])
     assert packed.packed and packed.read_table().equals(in_key_order)
+    EvidenceStore(path).open().pack(tmp_path / "fast", codec=FAST_CODEC)  # shipped with the fast codec
+    assert all((tmp_path / "fast" / PACKED_DIR / f"{name}.parquet").read_bytes()
+               == (back / "out" / "shard2-packed" / PACKED_DIR / f"{name}.parquet").read_bytes() for name in FILES)
     assert json.loads((back / "out" / "scale2.json").read_text()) == done
 
     going = _shard("2/3", [_call(10.0, 5, stopped=True)], holes=7)

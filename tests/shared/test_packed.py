@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from oracleaudit.errors import OracleAuditError
-from oracleaudit.packed import FILES, PACKED_DIR
+from oracleaudit.packed import FAST_CODEC, FILES, PACKED_DIR
 from oracleaudit.scoring import Audit
 from oracleaudit.scoring.oracle import Oracle, catalog
 from oracleaudit.shipped import shipped_dir
@@ -115,6 +115,17 @@ def test_the_same_rows_pack_into_the_same_bytes(sample: Path, tmp_path: Path) ->
             assert (tmp_path / again / PACKED_DIR / f"{name}.parquet").read_bytes() == \
                    (sample / "packed" / PACKED_DIR / f"{name}.parquet").read_bytes(), (again, name)
         assert (tmp_path / again / "manifest.json").read_bytes() == (sample / "packed" / "manifest.json").read_bytes()
+
+
+def test_the_fast_codec_packs_the_same_rows_into_other_bytes_the_same_every_time(sample: Path, tmp_path: Path) -> None:
+    packed = EvidenceStore(sample / "packed").open()
+    fast = packed.pack(tmp_path / "fast", codec=FAST_CODEC)
+    assert_same_rows(fast.read_table(), packed.read_table())
+    assert fast.done_keys() == packed.done_keys()
+    path = lambda root, name: root / PACKED_DIR / f"{name}.parquet"  # noqa: E731
+    assert any(path(tmp_path / "fast", n).read_bytes() != path(sample / "packed", n).read_bytes() for n in FILES)
+    packed.pack(tmp_path / "again", codec=FAST_CODEC)
+    assert all(path(tmp_path / "fast", n).read_bytes() == path(tmp_path / "again", n).read_bytes() for n in FILES)
 
 
 def test_values_no_prediction_reaches_are_kept_to_the_bit(sample: Path, tmp_path: Path) -> None:
