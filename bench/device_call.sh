@@ -156,8 +156,10 @@ sys.exit(0 if ended(json.load(open('$state'))) else 1)" 2>/dev/null; then
 json.dump({'memory': m} if m else {}, open('$state', 'w'))"
         fi
         echo "$item"
+        # 70 s kept for the end: the run's stop and holes (about 7 s here), then its shipping (a fast codec: about
+        # 8 s for a shard, was 50-56 s) and the copy back
         python3 bench/run_scale.py full "${mutants[@]}" --store "out/$name" --state "$state" \
-            --stop-after "$(left 150)" "$@" 2>&1 | grep -v "^\s*$" | tail -40
+            --stop-after "$(left 70)" "$@" 2>&1 | grep -v "^\s*$" | tail -40
         # packed, in the background while the next one runs
         python3 bench/run_scale.py ship --store "out/$name" --state "$state" --name "$name" --out "$OUT" &
     done
