@@ -5,6 +5,7 @@ hash of its inputs, so it can be shared by runs, deleted at any time, and never 
     builds/    the run stage's extensions, one folder per extension named by a hash of its sources (execution/build.py)
     references/ the fp32 and fp64 reference outputs per problem and input (execution/references.py)
     kernels/   the fused evidence kernels' library, by a hash of its source, nvcc and flags (execution/evidence_kernels.py)
+    casts/     whether a problem's reference raises with its inputs cast to a dtype (scoring/casting.py)
 """
 
 import contextlib

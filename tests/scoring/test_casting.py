@@ -4,6 +4,7 @@ fails (the correct one is a false alarm of the real checker)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,33 @@ def test_an_unknown_cast_dtype_fails_on_one_line(tmp_path: Path) -> None:
                     '[tolerance]\nfloat32 = { atol = 1e-4, rtol = 1e-4 }\n[[stages]]\nname = "a"\ninputs = ["*"]\n')
     with pytest.raises(OracleAuditError, match=r"^oracle mine.toml: reference.cast_inputs must be \"float32\""):
         Oracle.load(path)
+
+
+def test_a_probe_s_answer_is_kept_in_the_cache_and_an_unreadable_one_is_probed_again(tmp_path: Path,
+                                                                                      monkeypatch) -> None:
+    """The answer is read back for the same file content elsewhere without probing (the probe costs torch's
+    dynamo import); a damaged cache file is not trusted."""
+    from oracleaudit.scoring import casting
+
+    monkeypatch.setenv("ORACLEAUDIT_CACHE", str(tmp_path / "cache"))
+    text = (LEVEL1 / "49_CrossEntropyLoss.py").read_text() + "\n# a copy\n"
+    copies = []
+    for name in ("a", "b", "c"):
+        copies.append(tmp_path / name / "49_CrossEntropyLoss.py")
+        copies[-1].parent.mkdir()
+        copies[-1].write_text(text)
+    first = cast_failure(copies[0], "float32")
+    assert "dtype" in first
+    (kept,) = (tmp_path / "cache" / "casts").glob("*.json")
+    probe = casting._probe
+
+    def refused(*args):
+        raise AssertionError("probed although the answer is kept")
+
+    monkeypatch.setattr(casting, "_probe", refused)
+    assert cast_failure(copies[1], "float32") == first
+    kept.write_text("{not json")
+    probed = []
+    monkeypatch.setattr(casting, "_probe", lambda *args: probed.append(args) or probe(*args))
+    assert cast_failure(copies[2], "float32") == first and len(probed) == 1
+    assert json.loads(kept.read_text()) == {"failure": first}  # written again, whole
