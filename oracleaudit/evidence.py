@@ -324,6 +324,7 @@ def replay_fails(r: np.ndarray, d: np.ndarray, compare_dtype: str, atol: float, 
     allowed = float(atol) + (float(rtol) * rt).abs()
     return (~(torch.isfinite(dt) & (dt <= allowed))).numpy()
 
+
 def clears_rounding(hull_r: np.ndarray, hull_d: np.ndarray, compare_dtype: str, hull_slack: float, atol: float,
                     rtol: float) -> bool:
     """Whether the tolerance line atol + rtol·r stays above an incomplete hull (points left out lie at most

@@ -11,7 +11,7 @@ must not pass for a failing reference).
 
 A probe's answer is kept in the cache folder (`casts/`, by the problem file's sha256, the dtype and torch's
 version): the first tensor made under torch's device context imports torch._dynamo, so probing the 70 bundled
-problems took 2.3 s against 0.02 s with the answers kept (bench/cast_probe_cost.py; 5.3 s of a 16 s profiled
+problems took 2.7 s against 0.015 s with the answers kept (bench/cast_probe_cost.py; 5.3 s of a 16 s profiled
 `score --oracle kernelbench` on shards 1 and 2 of the complete run).
 """
 
