@@ -40,6 +40,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--curve", type=int, default=5, metavar="N", help="the curve's largest K (default 5)")
     parser.add_argument("--judge", action="append", metavar="NAME|FILE",
                         help="oracles whose dominator score is reported (repeatable; default the catalog)")
+    parser.add_argument("--jobs", type=int, default=1, metavar="N",
+                        help="processes fitting problems side by side (default 1; the result is the same for any N; "
+                             "worth it with many cores and much evidence)")
     parser.add_argument("--out", type=Path, metavar="DIR", help="write suite.toml, minimize.json and suite.md here")
 
 
@@ -53,6 +56,8 @@ def run(args: argparse.Namespace, load_audit: Callable[[argparse.Namespace], Any
 
     if args.curve < 1:
         raise OracleAuditError(f"--curve must be ≥ 1, got {args.curve}")
+    if args.jobs < 1:
+        raise OracleAuditError(f"--jobs must be ≥ 1, got {args.jobs}")
     if args.out is not None:
         check_output_dir(args.out)
     base = Oracle.load(args.base)
@@ -72,7 +77,8 @@ def run(args: argparse.Namespace, load_audit: Callable[[argparse.Namespace], Any
         made = minimization.minimize(
             audit, base, budget=args.budget, tolerance=args.tolerance, max_false_alarms=args.max_false_alarms,
             margin=args.margin, holdouts=args.holdout or minimization.HOLDOUTS, folds_count=args.folds,
-            weight=args.weight, cost=args.cost, curve=range(1, args.curve + 1), judges=judges, progress=progress)
+            weight=args.weight, cost=args.cost, curve=range(1, args.curve + 1), judges=judges, progress=progress,
+            jobs=args.jobs)
     r = made.result
     if args.out is not None:
         made.write(args.out)

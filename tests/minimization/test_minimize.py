@@ -28,7 +28,8 @@ def audit() -> Audit:
 @pytest.fixture(scope="module")
 def made(audit: Audit, tmp_path_factory: pytest.TempPathFactory):
     out = tmp_path_factory.mktemp("minimized")
-    m = minimize(audit, Oracle.load("kernelbench"), budget=2, curve=(1, 2, 3), judges=[Oracle.load("kernelbench")])
+    m = minimize(audit, Oracle.load("kernelbench"), budget=2, curve=(1, 2, 3), judges=[Oracle.load("kernelbench")],
+                 jobs=2)
     m.write(out)
     return m, out
 
@@ -91,9 +92,10 @@ def test_the_maintainers_page_names_each_problem_and_the_suite_file(made) -> Non
 
 
 @pytest.mark.slow
-def test_the_same_evidence_gives_byte_identical_files(made, audit: Audit, tmp_path: Path) -> None:
-    minimize(audit, Oracle.load("kernelbench"), budget=2, curve=(1, 2, 3),
-             judges=[Oracle.load("kernelbench")]).write(tmp_path)
+def test_the_same_evidence_gives_byte_identical_files_fitted_in_one_process_or_several(made, audit: Audit,
+                                                                                       tmp_path: Path) -> None:
+    minimize(audit, Oracle.load("kernelbench"), budget=2, curve=(1, 2, 3), judges=[Oracle.load("kernelbench")],
+             jobs=1).write(tmp_path)  # `made` fitted its problems in two processes
     for name in ("suite.toml", "minimize.json", "suite.md"):
         assert (tmp_path / name).read_bytes() == (made[1] / name).read_bytes()
 
@@ -118,6 +120,7 @@ def test_the_command_prints_the_documented_json_keys(capsys, tmp_path: Path) -> 
     (["--margin", "0.5"], "--margin must be a number ≥ 1, got 0.5"),
     (["--folds", "1"], "--folds must be ≥ 2, got 1"),
     (["--curve", "0"], "--curve must be ≥ 1, got 0"),
+    (["--jobs", "0"], "--jobs must be ≥ 1, got 0"),
     (["--base", "nowhere.toml"], "oracle nowhere.toml: no such file"),
 ])
 def test_bad_options_fail_on_one_line(capsys, argv: list[str], message: str) -> None:
