@@ -25,9 +25,10 @@ from unittest import mock
 
 import numpy as np
 
+import oracleaudit.scoring.verdicts as verdict_module
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.evidence import ErrorEvidence
-from oracleaudit.scoring import Audit, verdicts as verdict_module
+from oracleaudit.scoring import Audit
 from oracleaudit.scoring.observations import Observations
 from oracleaudit.scoring.oracle import Oracle, catalog
 from oracleaudit.shipped import shipped_dir
