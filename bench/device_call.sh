@@ -8,7 +8,8 @@
 #                                                  cut off shows as the last line)
 #   bash bench/device_call.sh tests-parallel       the same tests in eight pytest processes (the
 #                                                  out-of-memory test alone first, then seven side by side); logs in $OUT/pytest-*.log
-#   bash bench/device_call.sh full K/N... [--cold] shards K of N of the complete bundled run (run_scale.py full), one
+#   bash bench/device_call.sh full K/N... [--cold] shards K of N of the complete bundled run (run_scale.py full of the
+#                                                  mutants in bench/data/full_run), one
 #                                                  after the other while time is left, each into out/shardK,
 #                                                  continued from the store left by the last call (the machine
 #                                                  still warm) or from out/carry/shardK.tar.* (a packed store,
@@ -18,7 +19,7 @@
 #   bash bench/device_call.sh reobserve            the same for the mutants of bench/data/reobserve/shard1 (shard 1's
 #                                                  variants whose cover inputs were inferred) into out/reobserve1, back
 #                                                  as reobserve1.tar.*: merged first, its rows replace theirs
-#   bash bench/device_call.sh pair-cost [ARGS]     bench/pair_cost.py ARGS on out/full_in/mutants.jsonl's sample
+#   bash bench/device_call.sh pair-cost [ARGS]     bench/pair_cost.py ARGS on bench/data/full_run's sample
 #   bash bench/device_call.sh sizes PART [ARGS]    bench/size_findings.py PART --work out/size_findings ARGS, the work
 #                                                  folder restored from out/carry/sizes.tar.* and sent back likewise
 #   bash bench/device_call.sh real                 run_scale.py real (KernelBench's own sizes at 8 workers per GPU)
@@ -123,7 +124,7 @@ tests-parallel)
     cat "$OUT"/pytest-*.log | awk '/^[0-9.]+s (call|setup|teardown)/ && $1 + 0 >= 1' | sort -rn | head -40
     ;;
 full|reobserve)
-    # full: shards K/N of out/full_in, each into out/shardK; reobserve: the mutants of
+    # full: shards K/N of bench/data/full_run, each into out/shardK; reobserve: the mutants of
     # bench/data/reobserve/shard1 (run_scale.py reobserve) into out/reobserve1. Either continued from the store the
     # last call left (the machine still warm) or from out/carry/NAME.tar.* (packed, merged back into a plain store);
     # one that has ended is skipped
@@ -138,7 +139,7 @@ full|reobserve)
     for item in "${runs[@]}"; do
         [ "$(left 200)" -gt 0 ] || { echo "no time left for $item"; break; }
         if [ "$part" = full ]; then
-            name=shard${item%/*} state=out/scale${item%/*}.json mutants=(--mutants out/full_in --shard "$item")
+            name=shard${item%/*} state=out/scale${item%/*}.json mutants=(--mutants bench/data/full_run --shard "$item")
         else
             name=$item state=out/scale-$item.json mutants=(--mutants bench/data/reobserve/shard1 --reobserving)
         fi
@@ -167,7 +168,7 @@ json.dump({'memory': m} if m else {}, open('$state', 'w'))"
     ls -la "$OUT"
     ;;
 pair-cost)
-    ORACLEAUDIT_CACHE=$PWD/.oa-cache python3 bench/pair_cost.py --mutants out/full_in --json "$OUT/pair_cost.json" "$@"
+    ORACLEAUDIT_CACHE=$PWD/.oa-cache python3 bench/pair_cost.py --mutants bench/data/full_run --json "$OUT/pair_cost.json" "$@"
     ;;
 sizes)
     restore sizes out/size_findings

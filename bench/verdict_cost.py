@@ -7,8 +7,8 @@ of the complete bundled run spend 107 of its 185 profiled seconds there).
     PYTHONPATH=. python bench/verdict_cost.py [--evidence DIR --mutants DIR] [--json FILE]
 
 Default: the bundled evidence (kill_matrix/). bench/results/verdict_cost.json is of shards 1 and 2 of the complete
-run merged (`oracleaudit merge --into out/all` the stores as bench/results/full_run/README.md says) with the
-mutants of `oracleaudit mutate --out out/full_in`. Prints, per way, the seconds of all catalog oracles' verdicts
+run merged (`oracleaudit merge --into out/all` the stores as bench/results/full_run/README.md says) with their
+mutants, bench/data/full_run. Prints, per way, the seconds of all catalog oracles' verdicts
 (each computed afresh), the rows told one by one, the ratio, and whether both ways gave the same verdicts (killed,
 inexact rows), which they must.
 """
