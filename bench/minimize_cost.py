@@ -1,8 +1,8 @@
 """Minimization cost on the bundled evidence (or `--evidence`): the whole `minimize --budget 2` (every holdout
 mode, the K = 1..5 curve, the dominator scores of the catalog) against the 1-minute target, with its problems
-fitted in one process (the default) and in as many as CPUs (`--jobs`), and, side by side in the same run, one in-sample pass over the
-problems by the integer program (with its greedy shortcut), by the integer program solved every time, and by
-greedy.
+fitted in one process (the default) and in as many as CPUs (`--jobs`), and, side by side in the same run, one
+in-sample pass over the problems by the integer program (with its greedy shortcut), by the integer program
+solved every time, and by greedy.
 
     python bench/minimize_cost.py [--repeat 3] [--json FILE] [--evidence DIR --mutants DIR]
 

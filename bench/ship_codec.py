@@ -1,7 +1,7 @@
 """Benchmark (CPU): packing a store with the codec kept in the repository (packed.CODEC) and with the one a device
-call ships with (packed.FAST_CODEC), side by side: seconds to write the packed files (the rows encoded once, before
-either), their bytes, the ratios, and whether both hold the store's rows (by key; that every value reads back to the bit
-is tests/shared/test_packed.py's).
+call ships with (packed.FAST_CODEC), side by side: seconds to pack (encoding the rows, then writing the files),
+their bytes, the ratios, and whether both hold the store's rows (by key; that every value reads back to the bit is
+tests/shared/test_packed.py's).
 
     PYTHONPATH=. python bench/ship_codec.py --store STORE [--json FILE]
 

@@ -83,7 +83,7 @@ def _weights(relation: list[ProblemKills], mode: str) -> list[np.ndarray]:
 
 
 def _check(budget: int, folds_count: int, holdouts: Sequence[str], cost: str, max_false_alarms: int,
-           margin: float, curve: Sequence[int]) -> None:
+           margin: float, curve: Sequence[int], jobs: int) -> None:
     if budget < 1:
         raise OracleAuditError(f"--budget must be ≥ 1, got {budget}")
     if folds_count < 2:
@@ -99,6 +99,8 @@ def _check(budget: int, folds_count: int, holdouts: Sequence[str], cost: str, ma
         raise OracleAuditError(f"--margin must be a number ≥ 1, got {margin}")
     if any(k < 1 for k in curve):
         raise OracleAuditError(f"curve budgets must be ≥ 1, got {list(curve)}")
+    if jobs < 1:
+        raise OracleAuditError(f"--jobs must be ≥ 1, got {jobs}")
 
 
 def minimize(audit: Audit, base: Oracle, budget: int = 2, tolerance: str | float = "auto",
@@ -112,9 +114,7 @@ def minimize(audit: Audit, base: Oracle, budget: int = 2, tolerance: str | float
     fitted in `jobs` processes (1: in this one); the result does not depend on it. Each process imports torch and
     is sent every problem's kills: on 2 cores, 2 processes made the whole 1.02× faster on the bundled evidence and
     1.23× on shards 1 and 2 of the complete run (bench/minimize_cost.py), hence one by default."""
-    _check(budget, folds_count, holdouts, cost, max_false_alarms, margin, curve)
-    if jobs < 1:
-        raise OracleAuditError(f"--jobs must be ≥ 1, got {jobs}")
+    _check(budget, folds_count, holdouts, cost, max_false_alarms, margin, curve, jobs)
     with Parallel(n_jobs=jobs, return_as="generator") as parallel:
         return _minimize(audit, base, budget, tolerance, max_false_alarms, margin, holdouts, folds_count, weight, cost,
                          curve, judges, progress, parallel)

@@ -56,8 +56,6 @@ def run(args: argparse.Namespace, load_audit: Callable[[argparse.Namespace], Any
 
     if args.curve < 1:
         raise OracleAuditError(f"--curve must be ≥ 1, got {args.curve}")
-    if args.jobs < 1:
-        raise OracleAuditError(f"--jobs must be ≥ 1, got {args.jobs}")
     if args.out is not None:
         check_output_dir(args.out)
     base = Oracle.load(args.base)
