@@ -13,7 +13,8 @@
 #                                                  after the other while time is left, each into out/shardK,
 #                                                  continued from the store left by the last call (the machine
 #                                                  still warm) or from out/carry/shardK.tar.* (a packed store,
-#                                                  merged back into a plain one; a shard that has ended is
+#                                                  merged back into a plain one), else from a partial shard
+#                                                  committed in bench/results/full_run; a shard that has ended is
 #                                                  skipped); each store, packed, and its state back in $OUT as
 #                                                  shardK.tar.* (run_scale.py ship; 15 MiB pieces)
 #   bash bench/device_call.sh reobserve            the same for the mutants of bench/data/reobserve/shard1 (shard 1's
@@ -144,6 +145,14 @@ full|reobserve)
             name=$item state=out/scale-$item.json mutants=(--mutants bench/data/reobserve/shard1 --reobserving)
         fi
         restore "$name" "out/$name-packed"
+        # else a shard a past session committed before it ended (bench/results/full_run/shardK with its
+        # state): the carry of a past session is lost with its machine
+        if [ "$part" = full ] && [ ! -e "out/$name-packed" ] && [ ! -d "out/$name" ] \
+                && [ -d "bench/results/full_run/$name" ]; then
+            echo "restoring out/$name-packed from bench/results/full_run/$name"
+            cp -r "bench/results/full_run/$name" "out/$name-packed"
+            cp "bench/results/full_run/scale${item%/*}.json" "$state"
+        fi
         if python3 -c "import json, sys; from bench.run_scale import ended
 sys.exit(0 if ended(json.load(open('$state'))) else 1)" 2>/dev/null; then
             echo "$item has ended: skipped"
