@@ -1,0 +1,81 @@
+"""bench/device_call.sh full K/N goes on from a shard committed in bench/results/full_run before it ended when no
+carried piece of it is there (a session's carried pieces are lost with its machine): the packed store and its
+state are restored into out/, and a shard whose state says it has ended is then skipped. Run on the CPU in a
+copy of the parts of the repository the script reads; the GPU part (the run itself) is not reached."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from oracleaudit.store import EvidenceStore
+from tests.shared.test_store import META, all_rows
+
+ROOT = Path(__file__).parents[2]
+
+
+def _root(tmp_path: Path) -> Path:
+    """A folder holding what device_call.sh reads: bench/device_call.sh, bench/run_scale.py."""
+    root = tmp_path / "repo"
+    (root / "bench").mkdir(parents=True)
+    for name in ("device_call.sh", "run_scale.py"):
+        shutil.copy(ROOT / "bench" / name, root / "bench" / name)
+    (root / "bench" / "__init__.py").write_text("")
+    return root
+
+
+def _commit_shard(root: Path, k: int, state: dict) -> Path:
+    plain = EvidenceStore(root / "plain").create(META)
+    plain.append(all_rows())
+    folder = root / "bench" / "results" / "full_run" / f"shard{k}"
+    plain.pack(folder)
+    shutil.rmtree(root / "plain")
+    (folder.parent / f"scale{k}.json").write_text(json.dumps(state))
+    return folder
+
+
+def _call(root: Path, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    out = tmp_path / "OUT"
+    out.mkdir(exist_ok=True)
+    env = {**os.environ, "OUT": str(out), "LIMIT": "600"}
+    return subprocess.run(["bash", "bench/device_call.sh", "full", *args], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_a_committed_shard_that_has_ended_is_restored_with_its_state_and_skipped(tmp_path: Path) -> None:
+    root = _root(tmp_path)
+    state = {"full": {"shard": "2/2", "holes": 0, "calls": [{"stopped": False}]}, "code": "abc"}
+    folder = _commit_shard(root, 2, state)
+    done = _call(root, tmp_path, "2/2")
+    assert done.returncode == 0, done.stderr
+    assert "restoring out/shard2-packed from bench/results/full_run/shard2" in done.stdout
+    assert "2/2 has ended: skipped" in done.stdout
+    assert json.loads((root / "out" / "scale2.json").read_text()) == state
+    restored = EvidenceStore(root / "out" / "shard2-packed").open()
+    assert restored.read_table().equals(EvidenceStore(folder).open().read_table())
+
+
+def test_a_carried_piece_wins_over_the_committed_shard(tmp_path: Path) -> None:
+    """out/carry/shard2.tar.* (a later state: ended) is restored; the committed shard (not ended) is not."""
+    root = _root(tmp_path)
+    _commit_shard(root, 2, {"full": {"shard": "2/2", "holes": 5, "calls": [{"stopped": True}]}})
+    carried = tmp_path / "carried"
+    (carried / "out").mkdir(parents=True)
+    plain = EvidenceStore(carried / "plain").create(META)
+    plain.append(all_rows())
+    plain.pack(carried / "out" / "shard2-packed")
+    shutil.rmtree(carried / "plain")
+    ended = {"full": {"shard": "2/2", "holes": 0, "calls": [{"stopped": False}]}}
+    (carried / "out" / "scale2.json").write_text(json.dumps(ended))
+    (root / "out" / "carry").mkdir(parents=True)
+    subprocess.run(f"tar -cf - out | split -b 15m - {root}/out/carry/shard2.tar.", shell=True, check=True,
+                   cwd=carried)
+    done = _call(root, tmp_path, "2/2")
+    assert done.returncode == 0, done.stderr
+    assert "restoring out/shard2-packed from out/carry/shard2.tar.*" in done.stdout
+    assert "from bench/results/full_run" not in done.stdout
+    assert "2/2 has ended: skipped" in done.stdout
+    assert json.loads((root / "out" / "scale2.json").read_text()) == ended
