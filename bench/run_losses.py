@@ -5,7 +5,8 @@ idle seconds from the scheduler: a slot without a slice). The build pool's secon
 run beside the slots and are left out of the shares.
 
 Printed and written as JSON (--out):
-    phases      per phase: slot-seconds, share of all slot-seconds (calls' wall × --slots), ms per pair run
+    phases      per phase: slot-seconds, share of all slot-seconds (calls' wall × --slots), ms per pair run;
+                variants/min counts a variant in each call that ran some of its pairs, as run_scale.py does
     restarts    worker restarts, and startup seconds per restart (what a spare worker started ahead saves)
     replays     replayed pairs and replay seconds per restart (crash or missed deadline)
     hangs       pairs that missed a deadline, hung seconds per miss; from the rows: the variants with an
@@ -108,21 +109,29 @@ def losses(states: list[dict], tables: list[pa.Table], slots: int) -> dict:
     return out
 
 
+def _number(value: float | None, spec: str, scale: float = 1.0) -> str:
+    return "-" if value is None else format(value * scale, spec)
+
+
 def _print(result: dict) -> None:
+    rate = _number(result["variants_per_min"], ".1f")
     print(f"{result['calls']} calls, {result['wall_s']} s wall × {result['slots']} slots = {result['slot_s']} "
-          f"slot-s; {result['pairs']} pairs, {result['variants_run']} variants ({result['variants_per_min']}/min)")
+          f"slot-s; {result['pairs']} pairs, {result['variants_run']} variants ({rate}/min)")
     print(f"{'phase':12s} {'slot-s':>9s} {'share':>7s} {'ms/pair':>8s}")
     for name, value in result["phases"].items():
-        print(f"{name:12s} {value['s']:9.1f} {value['share'] * 100:6.1f}% {value['ms_per_pair']:8.2f}")
-    print(f"unaccounted {result['unaccounted_share'] * 100:.1f}%")
-    r, h = result["restarts"], result["hangs"]
-    print(f"restarts {r['count']}: {r['startup_s_per_restart']} s of startup each; replays "
-          f"{result['replays']['pairs']} pairs, {result['replays']['replay_s_per_restart']} s per restart")
-    line = f"deadline misses {h['deadline_misses']}: {h['hung_s_per_miss']} s hung each"
+        print(f"{name:12s} {value['s']:9.1f} {_number(value['share'], '6.1f', 100)}% "
+              f"{_number(value['ms_per_pair'], '8.2f')}")
+    print(f"unaccounted {_number(result['unaccounted_share'], '.1f', 100)}%")
+    r, h, replays = result["restarts"], result["hangs"], result["replays"]
+    print(f"restarts {r['count']}: {_number(r['startup_s_per_restart'], '.3f')} s of startup each; replays "
+          f"{replays['pairs']} pairs, {_number(replays['replay_s_per_restart'], '.3f')} s per restart")
+    line = f"deadline misses {h['deadline_misses']}: {_number(h['hung_s_per_miss'], '.3f')} s hung each"
     if "hung_variants" in h:
-        line += (f"; {h['hung_variants']} of {h['variants']} variants hung ({h['share_of_variants'] * 100:.2f}%), "
-                 f"{h['observed_timeout_rows']} observed Timeout rows and {h['inferred_timeout_rows']} inferred, "
-                 f"{h['hung_s_per_hung_variant']} slot-s each: {h['share_of_slot_s'] * 100:.1f}% of slot time")
+        line += (f"; {h['hung_variants']} of {h['variants']} variants hung "
+                 f"({_number(h['share_of_variants'], '.2f', 100)}%), {h['observed_timeout_rows']} observed Timeout "
+                 f"rows and {h['inferred_timeout_rows']} inferred, "
+                 f"{_number(h['hung_s_per_hung_variant'], '.3f')} slot-s each: "
+                 f"{_number(h['share_of_slot_s'], '.1f', 100)}% of slot time")
     print(line)
 
 
@@ -136,6 +145,8 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=8, help="workers per GPU × GPUs of the calls (default 8)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    if args.slots < 1:
+        parser.error(f"--slots must be >= 1, got {args.slots}")
     states = [json.loads(path.read_text()) for path in args.state]
     tables = [EvidenceStore(path).open().read_table(columns=ROW_COLUMNS) for path in args.evidence]
     result = losses(states, tables, args.slots)

@@ -54,7 +54,7 @@ def test_hung_variants_come_from_observed_timeouts_and_a_key_in_two_stores_count
     states = [{"full": {"calls": [call(10.0, hung=40.0)]}}]
     result = run_losses.losses(states, [first, again], slots=1)
     hangs = result["hangs"]
-    assert hangs["hung_variants"] == 2 and hangs["variants"] == 5  # m1, m4 of original, m1-m4
+    assert hangs["hung_variants"] == 2 and hangs["variants"] == 5  # m1 and m4 hung; the original, m1-m4
     assert hangs["observed_timeout_rows"] == 3 and hangs["inferred_timeout_rows"] == 2
     assert hangs["hung_s_per_hung_variant"] == 20.0 and hangs["share_of_variants"] == 0.4
 
@@ -83,6 +83,19 @@ def test_states_without_a_full_run_are_one_line_and_exit_non_zero(tmp_path: Path
                           cwd=SCRIPT.parents[1], env={"PYTHONPATH": str(SCRIPT.parents[1]), "PATH": ""})
     assert done.returncode == 1
     assert done.stderr.strip() == "run_losses.py: error: the states hold no call of a full run"
+
+
+def test_no_pair_and_no_slot_print_dashes_and_a_bad_slot_count_is_one_line(tmp_path: Path, capsys) -> None:
+    empty = {"wall_s": 0.0, "pairs_run": 0, "variants_run": 0, "phases": {}}
+    run_losses._print(run_losses.losses([{"full": {"calls": [empty]}}], [], slots=8))
+    lines = capsys.readouterr().out.splitlines()
+    assert next(line.split() for line in lines if line.startswith("evidence")) == ["evidence", "0.0", "-%", "-"]
+    assert "None" not in "\n".join(lines) and "(-/min)" in lines[0]
+    state = tmp_path / "scale.json"
+    state.write_text(json.dumps({"full": {"calls": [call(1.0)]}}))
+    done = subprocess.run([sys.executable, str(SCRIPT), "--state", str(state), "--slots", "0"], capture_output=True,
+                          text=True, cwd=SCRIPT.parents[1], env={"PYTHONPATH": str(SCRIPT.parents[1]), "PATH": ""})
+    assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].endswith("--slots must be >= 1, got 0")
 
 
 @pytest.mark.parametrize("slots", [1, 8])
