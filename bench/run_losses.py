@@ -30,6 +30,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from oracleaudit.status import Status
+
 # The phases of a slot's wall time (run_scale.py's call phases, "_s" dropped); the rest are the build pool's.
 SLOT_PHASES = ("startup", "build_load", "load", "references", "execution", "evidence", "replay", "hung", "other",
                "idle")
@@ -37,7 +39,8 @@ ROW_COLUMNS = ["problem", "mutant_id", "input_id", "output_index", "status", "in
 
 
 def calls_of(states: list[dict]) -> list[dict]:
-    """Every call of the full runs in the states, in order."""
+    """Every call of the full runs in the states, in order (run_scale.gather's list, without its checks of
+    whether each run ended)."""
     return [call for state in states for call in (state.get("full") or {}).get("calls", [])]
 
 
@@ -58,7 +61,7 @@ def timeouts(tables: list[pa.Table]) -> dict[str, int]:
             seen.add(key)
             variant = key[:2]
             all_variants.add(variant)
-            if row["status"] != "Timeout":
+            if row["status"] != Status.TIMEOUT:
                 continue
             if row["inferred"]:
                 inferred += 1
