@@ -38,6 +38,12 @@ def test_the_bundle_matches_its_provenance_record_and_every_run_mutant_has_a_rec
     assert all((audit.diff(m) or "").startswith("--- a/datasets/") for m in sorted(mutants))
 
 
+def test_the_bundle_takes_at_most_40_mib_on_disk() -> None:
+    """kill_matrix/ ships with the repository and travels with every device call (64 MiB in all)."""
+    files = [path for path in BUNDLE.rglob("*") if path.is_file() and "__pycache__" not in path.parts]
+    assert sum(path.stat().st_size for path in files) <= 40 << 20
+
+
 def test_score_with_no_evidence_flag_audits_the_bundled_evidence(capsys) -> None:
     assert main(["score", "--oracle", "kernelbench", "--json"]) == 0
     default = json.loads(capsys.readouterr().out)
