@@ -17,8 +17,9 @@ sizes of KernelBench's problem of the same operator, `SCALED`), scored for `kern
 
 The witness (scoring/witness.py) reads only POOL's inputs at both sizes: a mutant counts as wrong where the
 inputs these oracles draw reveal it, so detection is the tolerance's share of what the oracle's own inputs
-show. kill_matrix's figures witness on the whole default pool; on these 13 problems 22 of kernelbench's 24
-escapes there are witnessed on no input these oracles draw (mostly odd and small shapes, which they never draw
+show. kill_matrix's figures witness on the whole default pool; on these 13 problems, in the 16-per-solution
+bundle that came before the complete one, 22 of kernelbench's 24 escapes there were witnessed on no input these
+oracles draw (mostly odd and small shapes, which they never draw
 at any size); `bundled_full_default_pool` in the JSON gives those figures beside the comparison.
 
 Run from the repository root (mutants and scaled files are named by paths relative to it), e.g. on the GPU
@@ -155,7 +156,7 @@ def scale_problem(label: str, folder: Path) -> Path:
 
 
 def sample_mutants(labels: list[str]) -> dict[str, list]:
-    """Per problem, the bundled sample's Pending mutants of its solution, by id (`run --per-solution` order)."""
+    """Per problem, kill_matrix's Pending mutants of its solution, by id (`run --per-solution` order)."""
     from oracleaudit.mutant import PENDING, read_mutants
     from oracleaudit.shipped import shipped_dir
 
