@@ -17,9 +17,11 @@
 #                                                  committed in bench/results/full_run; a shard that has ended is
 #                                                  skipped); each store, packed, and its state back in $OUT as
 #                                                  shardK.tar.* (run_scale.py ship; 15 MiB pieces)
-#   bash bench/device_call.sh reobserve            the same for the mutants of bench/data/reobserve/shard1 (shard 1's
-#                                                  variants whose cover inputs were inferred) into out/reobserve1, back
-#                                                  as reobserve1.tar.*: merged first, its rows replace theirs
+#   bash bench/device_call.sh reobserve [SET]      the same for the mutants of bench/data/reobserve/SET (default shard1:
+#                                                  shard 1's variants whose cover inputs were inferred; grucell: every
+#                                                  mutant of level3/4_GRUCell_Sequence, whose fp64 references shard 2
+#                                                  got wrong) into out/reobserve1 (shard1) or out/reobserve-SET, back
+#                                                  as a tar of that name: merged first, its rows replace theirs
 #   bash bench/device_call.sh pair-cost [ARGS]     bench/pair_cost.py ARGS on bench/data/full_run's sample
 #   bash bench/device_call.sh sizes PART [ARGS]    bench/size_findings.py PART --work out/size_findings ARGS, the work
 #                                                  folder restored from out/carry/sizes.tar.* and sent back likewise
@@ -126,14 +128,17 @@ tests-parallel)
     ;;
 full|reobserve)
     # full: shards K/N of bench/data/full_run, each into out/shardK; reobserve: the mutants of
-    # bench/data/reobserve/shard1 (run_scale.py reobserve) into out/reobserve1. Either continued from the store the
+    # bench/data/reobserve/SET into out/reobserve1 (shard1, made by run_scale.py reobserve) or out/reobserve-SET. Either continued from the store the
     # last call left (the machine still warm) or from out/carry/NAME.tar.* (packed, merged back into a plain store);
     # one that has ended is skipped
     if [ "$part" = full ]; then
         runs=()
         while [ $# -gt 0 ] && [[ $1 == */* ]]; do runs+=("$1"); shift; done
     else
-        runs=(reobserve1)
+        set_=${1:-shard1}
+        [ $# -gt 0 ] && shift
+        [ -f "bench/data/reobserve/$set_/mutants.jsonl" ] || { echo "no bench/data/reobserve/$set_" >&2; exit 2; }
+        if [ "$set_" = shard1 ]; then runs=(reobserve1); else runs=("reobserve-$set_"); fi
     fi
     mkdir -p out
     export ORACLEAUDIT_CACHE=$PWD/.oa-cache
@@ -142,7 +147,7 @@ full|reobserve)
         if [ "$part" = full ]; then
             name=shard${item%/*} state=out/scale${item%/*}.json mutants=(--mutants bench/data/full_run --shard "$item")
         else
-            name=$item state=out/scale-$item.json mutants=(--mutants bench/data/reobserve/shard1 --reobserving)
+            name=$item state=out/scale-$item.json mutants=(--mutants "bench/data/reobserve/$set_" --reobserving)
         fi
         restore "$name" "out/$name-packed"
         # else a shard a past session committed before it ended (bench/results/full_run/shardK with its

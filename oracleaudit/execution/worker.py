@@ -286,9 +286,13 @@ class JobRun:
 
     def _sums(self, gpu: GpuEntry):
         """The checksums of what the GPU keeps for the pairs of this entry, on the GPU (no transfer). The
-        Model's parameters, not its buffers: a forward may update those (running statistics, state)."""
+        Models' parameters, not their buffers: a forward may update those (running statistics, state). The
+        fp64 copy's too, once made: it computes the next inputs' references, and a stray write into its
+        weights went unseen before (a whole shape group's fp64 references of one bundled problem were off by
+        ~3e-2 while its fp32 references were exact)."""
+        model64 = [*self.model64.parameters()] if self.model64 is not None else []
         return checksums([*tensors(gpu.inputs), *gpu.ref32, *gpu.ref64, *tensors(self.init),
-                          *self.ref_model.parameters()])
+                          *self.ref_model.parameters(), *model64])
 
     def _changed(self, gpu: GpuEntry):
         """Whether any checksum of the entry and the Model differs from the one made with them: a one-element

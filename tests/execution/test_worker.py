@@ -139,6 +139,28 @@ def job_run(model: torch.nn.Module) -> worker.JobRun:
     return run
 
 
+def test_a_stray_write_into_the_fp64_model_is_seen_like_one_into_the_fp32_model() -> None:
+    """The fp64 copy of the Model computes the references of the inputs that follow: a variant's stray write
+    into its weights must make the worker remake it, as one into the fp32 Model's or a reference does."""
+    run = job_run(torch.nn.Linear(4, 4))
+    run.init, run.model64 = [], None
+    gpu = SimpleNamespace(inputs=[torch.ones(2, 4)], ref32=[torch.zeros(2, 4)], ref64=[torch.zeros(2, 4).double()])
+    gpu.sums = run._sums(gpu)
+    assert not run._changed(gpu).item()
+    run.model64 = torch.nn.Linear(4, 4).double()  # made for the next input's references: a new entry's sums
+    gpu.sums = run._sums(gpu)
+    made = run.model64.weight.detach().clone()
+    with torch.no_grad():
+        run.model64.weight[1, 2] += 1e-3
+    assert run._changed(gpu).item()
+    with torch.no_grad():
+        run.model64.weight.copy_(made)
+    assert not run._changed(gpu).item()
+    with torch.no_grad():
+        run.ref_model.bias[0] = 7.0
+    assert run._changed(gpu).item()
+
+
 def test_pairs_go_input_by_input_unless_an_input_is_smaller_than_the_weights() -> None:
     """Copying an input and its references to the GPU for every pair cost most of a pair's device time: the
     pairs go input by input (the entry copied once for every variant, each variant's template copied per
