@@ -173,8 +173,11 @@ json.dump({'memory': m} if m else {}, open('$state', 'w'))"
         echo "$item"
         # 70 s kept for the end: the run's stop and holes (about 7 s here), then its shipping (a fast codec: about
         # 8 s for a shard, was 50-56 s) and the copy back
+        # the whole output (the workers' messages, the mutants' own tracebacks) back gzipped as $OUT/NAME.log.gz
         python3 bench/run_scale.py full "${mutants[@]}" --store "out/$name" --state "$state" \
-            --stop-after "$(left 70)" "$@" 2>&1 | grep -v "^\s*$" | tail -40
+            --stop-after "$(left 70)" "$@" 2>&1 | tee "/tmp/$name.log" | grep -v "^\s*$" | tail -40
+        gzip -c "/tmp/$name.log" > "$OUT/$name.log.gz"
+        grep -c "changed on the GPU" "/tmp/$name.log" | sed "s/^/stray writes seen (Models, inputs or references made again): /"
         # packed, in the background while the next one runs
         python3 bench/run_scale.py ship --store "out/$name" --state "$state" --name "$name" --out "$OUT" &
     done
