@@ -56,6 +56,7 @@ class World:
     replayed: list = field(default_factory=list)
     started: int = 0
     jobs: list = field(default_factory=list)
+    events: list = field(default_factory=list)  # ("made", n) and ("job", n) of worker n, in order
     attempts: dict = field(default_factory=dict)
 
     def action(self, variant: str, key: str) -> str:
@@ -80,6 +81,8 @@ class ScriptedWorker:
 
     def __init__(self, world: World):
         world.started += 1
+        self.serial = world.started
+        world.events.append(("made", self.serial))
         self.world = world
         self.outbox: queue.Queue = queue.Queue()
         self.dead = False
@@ -91,6 +94,7 @@ class ScriptedWorker:
         if job is None:
             return
         self.world.jobs.append(job)
+        self.world.events.append(("job", self.serial))
         threading.Thread(target=self._run, args=(job,), daemon=True).start()
 
     def _run(self, job: Job) -> None:
@@ -215,8 +219,27 @@ def test_a_crash_on_one_input_is_recorded_and_the_variant_goes_on_in_a_fresh_wor
     assert resumed.variants() == ["m3"] and ORIGINAL not in resumed.variants()
     assert resumed.time_original == ()  # the original's times are already known
     assert resumed.record_references == ()
-    # m2 crashed: its remaining input runs after the others', alone, in the same fresh worker
-    assert deferred.work == (("m2", (INPUTS[2],)),) and world.started == 2
+    # m2 crashed: its remaining input runs after the others', alone, in the same fresh worker; taking that
+    # worker started the spare for a next restart
+    assert deferred.work == (("m2", (INPUTS[2],)),) and world.started == 3
+    assert [n for what, n in world.events if what == "job"] == [1, 2, 2]
+
+
+def test_from_the_first_restart_on_each_fresh_worker_was_started_before_the_fault_it_replaces() -> None:
+    """A fresh worker costs a CUDA context (about a second): after the first restart, each one taken was
+    started while the worker before it ran, not at the fault, so a restart does not wait for its start."""
+    world = World({("m1", key): ["crash"] for key in INPUTS})
+    job = make_job()
+    result, recorded, supervisor = supervise(world, job, max_crashes=0)
+    assert set(recorded) == every_pair(job) and supervisor.restarts == 3
+    served = [(i, n) for i, (what, n) in enumerate(world.events) if what == "job"]
+    # worker 1 crashes on m1's first input; worker 2 (started at that crash) runs the others, then m1's
+    # deferred inputs, and crashes; worker 3 takes over, the last crash leaves nothing to run
+    assert [n for _, n in served] == [1, 2, 2, 3]
+    made = {n: i for i, (what, n) in enumerate(world.events) if what == "made"}
+    assert made[2] > served[0][0]  # the first restart's worker: started at the fault
+    assert made[3] < served[2][0]  # the second's: started when worker 2 was taken, before it even ran m1
+    assert world.started == 4  # worker 4, started when worker 3 was taken: a spare never needed, closed
 
 
 def test_a_dead_worker_s_seconds_count_up_to_its_last_pair_and_replays_have_their_own_phase() -> None:
