@@ -247,7 +247,8 @@ def _run_run(args: argparse.Namespace) -> int:
               f"({summary['inferred_rows']} rows inferred), {summary['pairs_skipped']} pairs already recorded; "
               f"wall {summary['wall_s']} s, {summary['variants_per_min']} variants/min, "
               f"GPU busy {'n/a' if busy is None else f'{busy:.0%}'}; {summary['restarts']} worker restarts, "
-              f"{summary['replays']} pairs replayed after them")
+              f"{summary['replays']} pairs replayed after them, {summary['handed_off']} faulty variants handed to "
+              "another slot")
     return _exit_code(result.errors, bool(result.pairs or result.skipped))
 
 

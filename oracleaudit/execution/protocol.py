@@ -39,7 +39,9 @@ class Job:
     variant keeps across inputs whatever state its process would have had (a static buffer, a call count).
     `cover` names inputs the supervisor observes even for a variant whose other inputs it infers (after
     repeated crashes or a hang): one input of each oracle the run serves at each shape
-    (`scoring.oracle.input_cover`)."""
+    (`scoring.oracle.input_cover`). `faults` and `original_s` carry what a supervisor knew when it handed a
+    variant that crashed or hung to another slot (supervisor.py): per variant its crashes so far, whether it
+    hung, and the inputs whose first deadline it missed; the original's seconds per input."""
 
     solution: str
     problem_path: str
@@ -59,6 +61,8 @@ class Job:
     evidence_engine: str = "auto"  # measure.measure_many's engine: auto, torch or fused
     cpu_threads: int = 0  # torch's CPU threads in the worker (0: torch's default, every core)
     exclusive: bool = False  # run with the GPU to itself (a retry after an out-of-memory under contention)
+    faults: tuple[tuple[str, int, bool, tuple[str, ...]], ...] = ()  # (variant, crashes, hung, inputs missed once)
+    original_s: tuple[tuple[str, float], ...] = ()  # (input key, the original's seconds there)
 
     @property
     def pairs(self) -> int:

@@ -33,6 +33,7 @@ class RunResult:
     hangs: int = 0
     crashes: int = 0
     replays: int = 0  # pairs run again, unrecorded, after a restart (supervisor.py)
+    handed_off: int = 0  # variants queued as jobs of their own after a crash or a hang (supervisor.py)
     exclusive_jobs: int = 0
     peak_bytes: dict[str, int] = field(default_factory=dict)  # per problem: the largest worker peak reported
     gpu_busy_fraction: float | None = None
@@ -49,7 +50,7 @@ class RunResult:
                            **{f"{name}_s": round(self.seconds.get(name, 0.0), 1) for name in PHASES},
                            "idle_s": round(self.idle_s, 1)},
                 "restarts": self.restarts, "hangs": self.hangs, "crashes": self.crashes, "replays": self.replays,
-                "exclusive_jobs": self.exclusive_jobs,
+                "handed_off": self.handed_off, "exclusive_jobs": self.exclusive_jobs,
                 "peak_gpu_bytes_by_problem": dict(sorted(self.peak_bytes.items())),
                 "gpu_busy_fraction": None if self.gpu_busy_fraction is None else round(self.gpu_busy_fraction, 3),
                 "execution_wall_s": round(self.execution_wall_s, 1), "wall_s": round(self.wall_s, 1),

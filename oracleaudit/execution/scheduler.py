@@ -84,7 +84,8 @@ def require_gpus(gpus: int | None) -> int:
 
 class WorkQueue:
     """Slices to run, fed as their builds finish; exclusive retries are handed out once no other slice is
-    waiting. `take` returns None when everything is done."""
+    waiting; a job put `first` (a variant a supervisor handed off) before the other slices. `take` returns None
+    when everything is done."""
 
     def __init__(self) -> None:
         self.changed = threading.Condition()
@@ -93,9 +94,13 @@ class WorkQueue:
         self.feeding = True
         self.in_flight = 0
 
-    def put(self, job: Job) -> None:
+    def put(self, job: Job, first: bool = False) -> None:
         with self.changed:
-            (self.alone if job.exclusive else self.items).append(job)
+            waiting = self.alone if job.exclusive else self.items
+            if first:
+                waiting.appendleft(job)
+            else:
+                waiting.append(job)
             self.changed.notify_all()
 
     def fed(self) -> None:
@@ -208,7 +213,8 @@ class Scheduler:
             timer.start()
         feeder = threading.Thread(target=self._feed, args=(started,), daemon=True)
         feeder.start()
-        supervisors = [Supervisor(slot % self.gpus, self.recorder, stop=self.stop, **self.supervise)
+        supervisors = [Supervisor(slot % self.gpus, self.recorder, stop=self.stop,
+                                  hand_off=lambda job: self.work.put(job, first=True), **self.supervise)
                        for slot in range(self.slots)]
         with Utilization(self.gpus) as utilization:
             driver = threading.Thread(target=lambda: Parallel(n_jobs=self.slots, prefer="threads")(
@@ -283,6 +289,7 @@ class Scheduler:
                     self.result.hangs += outcome.hangs
                     self.result.crashes += outcome.crashes
                     self.result.replays += outcome.replays
+                    self.result.handed_off += outcome.handed_off
                     self.result.exclusive_jobs += job.exclusive
                     if outcome.peak_bytes:
                         self.result.peak_bytes[job.problem] = max(self.result.peak_bytes.get(job.problem, 0),

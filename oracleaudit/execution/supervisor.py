@@ -15,7 +15,9 @@ of its own:
   such crashes of one variant its remaining inputs are recorded as inferred RuntimeError rows;
 - inputs of the job's `cover` (one input of each oracle the run serves, at each shape) are never inferred:
   a variant past its crashes, or one that hung, is still observed on them, so that each oracle observes it
-  at least once (a hung variant's cover input that misses its deadline is a Timeout at once, not run again);
+  at least once (a hung variant's cover input that misses its deadline is a Timeout at once, not run again,
+  and its deadline there has the floor `HUNG_TIMEOUT_FLOOR_S`: the cover inputs of the 20 hung variants of
+  shards 3-5 of the complete run cost 17.6% of the slots' time at the full floor);
 - a pair whose rows say OOM while another worker held memory on the same GPU (`shared()`) is not recorded:
   it is handed back in `SliceResult.alone`, to be run again with the GPU to itself, where an OOM is the
   variant's own outcome.
@@ -27,8 +29,12 @@ for another variant's fault (or a pair missed its deadline), the fresh worker fi
 inputs recorded since its own last crash again, unrecorded (`Job.replay`), so that state does not depend on
 which other variants shared the process. A variant's own crash gives it a fresh process, as it would alone;
 a replay that crashes or hangs drops that variant's replay and the job goes on. A variant that crashed or
-hung is deferred: its remaining inputs run after the others', in a job of its own, so that its next crashes
-(it usually crashes again) cost no replay of the others, whose history grows with every input.
+hung is deferred: its remaining inputs run in a job of its own, so that its next crashes (it usually crashes
+again) cost no replay of the others, whose history grows with every input. Given `hand_off`, that job goes
+back to the run's queue at once, with what the supervisor knew of the variant (`Job.faults`, the original's
+times), for any slot to take; else (or when it is the slice's last variant) it runs here after the others'.
+Run here, a slice's faulty variants were its tail: in shards 3-5 the slots were idle 20% of the time, mostly
+waiting for the last slices of a shard.
 
 A fresh worker is forked from a server that has torch imported (`worker_context`), and still costs a CUDA
 context (about a second) and the extension's load, so from the first restart on the supervisor keeps a spare
@@ -55,6 +61,7 @@ ORIGINAL_TIMEOUT_S = 600.0
 # that never end (1 mutant in 100 of the bundle), and each costs its slot the whole deadline: the floor only
 # has to absorb the noise of a pair that takes milliseconds, also with other workers sharing the GPU.
 TIMEOUT_FLOOR_S = 5.0
+HUNG_TIMEOUT_FLOOR_S = 2.0  # the floor on the cover inputs of a variant that hung already (at most the floor)
 RETRY_DEADLINE_FACTOR = 2.0  # a pair that missed its deadline gets this many times it when run again
 MAX_CRASHES = 3  # sticky crashes of one variant before its remaining inputs are inferred
 POLL_S = 0.5  # how often a waiting supervisor looks at the stop event
@@ -168,6 +175,7 @@ class SliceResult:
     hangs: int = 0  # pairs that missed their deadline
     crashes: int = 0  # pairs whose worker died (a sticky CUDA error or otherwise)
     replays: int = 0  # pairs a fresh worker ran again, unrecorded (Job.replay)
+    handed_off: int = 0  # variants handed to the run's queue after a crash or a hang
 
 
 def failure_row(job: Job, variant: str, key: str, status: str, error_class: str, message: str,
@@ -197,12 +205,13 @@ class _Slice:
         self.job = job
         self.work: dict[str, list[str]] = {variant: list(inputs) for variant, inputs in job.work if inputs}
         self.references = set(job.record_references)
-        self.original_s: dict[str, float] = {}
-        self.crashes: Counter = Counter()
-        self.missed: set[tuple[str, str]] = set()  # pairs that missed their deadline once: run again
+        self.original_s: dict[str, float] = dict(job.original_s)
+        self.crashes: Counter = Counter({variant: crashes for variant, crashes, _, _ in job.faults})
+        # pairs that missed their deadline once: run again
+        self.missed: set[tuple[str, str]] = {(variant, key) for variant, _, _, keys in job.faults for key in keys}
         self.alone: dict[str, list[str]] = {}
         self.history: dict[str, list[str]] = {}  # inputs each variant ran in its process state (Job.replay)
-        self.hung: set[str] = set()  # variants with a recorded Timeout
+        self.hung: set[str] = {variant for variant, _, hung, _ in job.faults if hung}  # a recorded Timeout
         self.deferred: set[str] = set()  # variants that crashed or hung: run after the others, one by one
         self.sent: set[str] = set()  # the variants of the job sent last
         self.current: tuple[str, str] | None = None
@@ -237,6 +246,16 @@ class _Slice:
                        time_original=untimed(self.job, work, self.original_s),
                        replay=tuple((v, tuple(self.history[v])) for v in work if self.history.get(v)))
 
+    def split_off(self, variant: str) -> Job:
+        """Take the variant's remaining inputs out of this slice, as a job of its own that carries what is known
+        of it (its crashes, hang and missed deadlines; the original's times)."""
+        inputs = self.work.pop(variant)
+        self.deferred.discard(variant)
+        faults = (variant, self.crashes[variant], variant in self.hung,
+                  tuple(key for v, key in sorted(self.missed) if v == variant))
+        return replace(self.job, work=((variant, tuple(inputs)),), record_references=(), time_original=(), replay=(),
+                       faults=(faults,), original_s=tuple(sorted(self.original_s.items())))
+
     def forget(self, variant: str) -> None:
         """The variant starts from a fresh process state: after its own crash, or a replay that failed."""
         self.history.pop(variant, None)
@@ -252,12 +271,13 @@ class Supervisor:
     """Drives one worker process on one GPU through jobs, restarting it after a crash or a timeout.
 
     `start(gpu)` makes a worker (default: a `WorkerProcess`); `on_rows(variant, rows)` records rows;
-    `on_ready(total_bytes)` learns the GPU's memory from a worker's `Ready`."""
+    `on_ready(total_bytes)` learns the GPU's memory from a worker's `Ready`; `hand_off(job)` queues the job of a
+    variant that crashed or hung for any slot (None: it runs in this slice, after the others)."""
 
     def __init__(self, gpu: int, on_rows: Callable[[str, list[dict]], None], timeout_factor: float = 10.0,
                  timeout_floor_s: float = TIMEOUT_FLOOR_S, stop: threading.Event | None = None,
-                 max_crashes: int = MAX_CRASHES,
-                 start: Callable[[int], Any] = WorkerProcess, on_ready: Callable[[int], None] | None = None):
+                 max_crashes: int = MAX_CRASHES, start: Callable[[int], Any] = WorkerProcess,
+                 on_ready: Callable[[int], None] | None = None, hand_off: Callable[[Job], None] | None = None):
         self.gpu = gpu
         self.on_rows = on_rows
         self.timeout_factor = timeout_factor
@@ -266,6 +286,7 @@ class Supervisor:
         self.max_crashes = max_crashes
         self.start = start
         self.on_ready = on_ready
+        self.hand_off = hand_off
         self.worker = None
         self.spare = None
         self.restarts = 0
@@ -322,6 +343,8 @@ class Supervisor:
             ended = self._drive(worker, state, result, shared, on_memory)
             if ended == "done":
                 break
+            if ended in ("next", "restart"):
+                self._hand_off(state, result)
             if ended == "next":  # deferred variants are left: the same worker takes them
                 continue
             if ended == "retry" and not retried:  # the job may have failed only because of a dead context
@@ -337,6 +360,15 @@ class Supervisor:
                                    record_references=(), time_original=untimed(job, state.alone, {}),
                                    exclusive=True)
         return result
+
+    def _hand_off(self, state: _Slice, result: SliceResult) -> None:
+        """Queue each deferred variant as a job of its own, unless it is the last variant left here."""
+        if self.hand_off is None or self.stop.is_set():
+            return
+        for variant in sorted(state.deferred):
+            if variant in state.work and len(state.work) > 1:
+                self.hand_off(state.split_off(variant))
+                result.handed_off += 1
 
     def _drive(self, worker, state: _Slice, result: SliceResult, shared, on_memory) -> str:
         """Handle one worker's messages until the job ends ("done"; "failed"; "retry": failed, but worth one
@@ -407,7 +439,8 @@ class Supervisor:
         if variant == ORIGINAL or not state.original_s:
             return ORIGINAL_TIMEOUT_S
         original = state.original_s.get(key, max(state.original_s.values()))
-        limit = self.timeout_floor_s + self.timeout_factor * original
+        floor = min(self.timeout_floor_s, HUNG_TIMEOUT_FLOOR_S) if variant in state.hung else self.timeout_floor_s
+        limit = floor + self.timeout_factor * original
         return limit * RETRY_DEADLINE_FACTOR if (variant, key) in state.missed else limit
 
     def _rows(self, state: _Slice, result: SliceResult, message: Rows, now: float, shared) -> None:

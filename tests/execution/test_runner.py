@@ -219,11 +219,14 @@ def test_the_work_queue_hands_out_exclusive_retries_after_the_slices_and_ends_wh
     retry = replace(first, exclusive=True)
     work.finished(first, retry)
     work.put(second)
+    handed = replace(first, solution="u")
+    work.put(handed, first=True)  # a variant a supervisor handed off: before the slices waiting
     work.fed()
+    assert work.take(stop) is handed
     assert work.take(stop) is second  # slices first, exclusive retries after them
     assert work.take(stop) is retry
-    work.finished(second, None)
-    work.finished(retry, None)
+    for done in (handed, second, retry):
+        work.finished(done, None)
     assert work.take(stop) is None
 
 

@@ -44,3 +44,14 @@ def test_the_slices_of_a_job_are_recorded_whole_and_a_slot_waiting_for_the_last_
     assert result.hangs == 2 and result.seconds["hung"] >= 0.9
     assert result.idle_s >= 0.8 * result.seconds["hung"], (result.idle_s, result.seconds)
     assert result.execution_wall_s >= result.seconds["hung"] / 2
+
+
+def test_a_variant_that_crashed_goes_back_to_the_queue_and_another_slot_runs_it(monkeypatch) -> None:
+    """One slice and two slots: m1's crash hands its remaining inputs to the queue, where the idle slot takes
+    them while the first slot goes on with the others."""
+    world, job = World({("m1", key): ["crash"] for key in INPUTS}, by_input=True), make_job()
+    result, recorded = run(world, job, monkeypatch, job_size=4)
+    assert set(recorded) == every_pair(job) and result.errors == []
+    assert result.handed_off == 1 and result.crashes == 3
+    handed = [j for j in world.jobs if j.faults]
+    assert handed[0].work == (("m1", INPUTS[1:]),) and handed[0].faults == (("m1", 1, False, ()),)

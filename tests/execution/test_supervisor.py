@@ -458,3 +458,76 @@ def test_a_slice_owing_the_original_some_inputs_times_it_on_the_others_before_an
     assert world.jobs[0].time_original == (INPUTS[0],)
     assert not stop.is_set() and set(recorded) == every_pair(job) and result.errors == []
     assert status(recorded, "m1", INPUTS[0]) == ("Timeout", False)
+
+
+def supervise_handing_off(world: World, job: Job, **options) -> tuple[list[SliceResult], dict, list[Job]]:
+    """`supervise` with a queue: the jobs a supervisor hands off are run next (by a fresh supervisor, as another
+    slot would), until none is left."""
+    recorded: dict[tuple[str, str], list[dict]] = {}
+    handed: list[Job] = []
+
+    def on_rows(variant: str, rows: list[dict]) -> None:
+        key = (variant, rows[0]["input_id"])
+        assert key not in recorded, f"{key} recorded twice"
+        recorded[key] = rows
+
+    options = {"timeout_factor": 1.0, "timeout_floor_s": 0.3, **options}
+    results, queue_ = [], [job]
+    while queue_:
+        supervisor = Supervisor(0, on_rows, start=lambda gpu: ScriptedWorker(world), hand_off=queue_.append,
+                                **options)
+        try:
+            results.append(supervisor.run(queue_.pop(0)))
+        finally:
+            supervisor.close()
+        handed.extend(queue_)
+    return results, recorded, handed
+
+
+def test_a_variant_that_crashed_is_handed_off_with_its_crashes_and_the_original_s_times() -> None:
+    world, job = World({("m2", INPUTS[1]): ["crash"]}), make_job()
+    (first, second), recorded, handed = supervise_handing_off(world, job)
+    assert set(recorded) == every_pair(job) and first.errors == second.errors == []
+    assert first.handed_off == 1 and second.handed_off == 0
+    (job_m2,) = handed
+    assert job_m2.work == (("m2", (INPUTS[2],)),) and job_m2.faults == (("m2", 1, False, ()),)
+    assert [key for key, _ in job_m2.original_s] == sorted(INPUTS) and job_m2.record_references == ()
+    # the slice went on without m2 in a fresh worker; m2's own job needed no timing of the original
+    assert [j.variants() for j in world.jobs] == [[ORIGINAL, *MUTANTS], ["m3"], ["m2"]]
+    assert world.jobs[2].time_original == () and world.jobs[2].replay == ()
+    assert status(recorded, "m2", INPUTS[2]) == ("Ok", False)
+
+
+def test_crashes_before_the_hand_off_count_toward_max_crashes_after_it() -> None:
+    world = World({("m1", key): ["crash"] for key in INPUTS})
+    job = make_job()
+    results, recorded, handed = supervise_handing_off(world, job, max_crashes=1)
+    assert set(recorded) == every_pair(job)
+    # crashed on a in the slice, on b in its own job (2 > 1): c inferred, as without a hand-off
+    assert [status(recorded, "m1", k) for k in INPUTS] == [("RuntimeError", False), ("RuntimeError", False),
+                                                           ("RuntimeError", True)]
+    assert [j.faults for j in handed] == [(("m1", 1, False, ()),)]
+
+
+def test_the_last_variant_left_in_a_slice_is_not_handed_off() -> None:
+    world, job = World({("m1", INPUTS[0]): ["crash"]}), make_job(variants=("m1",), references=())
+    (result,), recorded, handed = supervise_handing_off(world, job)
+    assert set(recorded) == every_pair(job) and handed == [] and result.handed_off == 0
+
+
+def test_a_hung_variant_handed_off_times_out_on_its_cover_at_once_under_the_shorter_floor(monkeypatch) -> None:
+    from oracleaudit.execution import supervisor as module
+
+    monkeypatch.setattr(module, "HUNG_TIMEOUT_FLOOR_S", 0.05)
+    inputs = (*INPUTS, "d/s=3/official")
+    world = World({("m3", key): ["hang"] for key in inputs}, by_input=True)  # the others go on after m3's hang
+    job = replace(make_job(inputs=inputs, references=()), cover=(inputs[0], inputs[3]))
+    (first, second), recorded, handed = supervise_handing_off(world, job)
+    assert set(recorded) == every_pair(job)
+    assert [status(recorded, "m3", k) for k in inputs] == [("Timeout", False), ("Timeout", True),
+                                                           ("Timeout", True), ("Timeout", False)]
+    assert [j.faults for j in handed] == [(("m3", 0, True, (inputs[0],)),)]
+    assert "after it hung on another input" in recorded[("m3", inputs[3])][0]["error_message"]
+    # in its own job: one deadline of 0.05 s + the original's time, not 0.3 s, and not run again
+    assert second.hangs == 1 and second.seconds["hung"] < 0.25, second.seconds
+    assert first.hangs == 2 and first.seconds["hung"] >= 0.9
