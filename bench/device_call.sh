@@ -23,6 +23,8 @@
 #                                                  got wrong) into out/reobserve1 (shard1) or out/reobserve-SET, back
 #                                                  as a tar of that name: merged first, its rows replace theirs
 #   bash bench/device_call.sh pair-cost [ARGS]     bench/pair_cost.py ARGS on bench/data/full_run's sample
+#   bash bench/device_call.sh fault-tail [ARGS]    bench/fault_tail.py prepare ARGS, then run: faulty variants handed
+#                                                  to the queue against run by their slice; fault_tail.json in $OUT
 #   bash bench/device_call.sh sizes PART [ARGS]    bench/size_findings.py PART --work out/size_findings ARGS, the work
 #                                                  folder restored from out/carry/sizes.tar.* and sent back likewise
 #   bash bench/device_call.sh real                 run_scale.py real (KernelBench's own sizes at 8 workers per GPU)
@@ -184,6 +186,13 @@ json.dump({'memory': m} if m else {}, open('$state', 'w'))"
     wait
     ls -la "$OUT"
     ;;
+fault-tail)
+    export ORACLEAUDIT_CACHE=$PWD/.oa-cache
+    python3 bench/fault_tail.py prepare --work out/fault_tail "$@" \
+        && timeout "$(left 20)" python3 bench/fault_tail.py run --work out/fault_tail
+    echo "fault_tail exit $?"
+    cp out/fault_tail/fault_tail.json "$OUT/"
+    ;;
 pair-cost)
     ORACLEAUDIT_CACHE=$PWD/.oa-cache python3 bench/pair_cost.py --mutants bench/data/full_run --json "$OUT/pair_cost.json" "$@"
     ;;
@@ -203,7 +212,7 @@ refcheck)
     cp out/refcheck/refcheck.jsonl "$OUT/"
     ;;
 *)
-    echo "device_call.sh: unknown part '$part' (tests, tests-parallel, full, reobserve, pair-cost, sizes, real, refcheck)" >&2
+    echo "device_call.sh: unknown part '$part' (tests, tests-parallel, full, reobserve, fault-tail, pair-cost, sizes, real, refcheck)" >&2
     exit 2
     ;;
 esac

@@ -45,6 +45,7 @@ __all__ = ["JOB_SIZE", "MAX_CRASHES", "ORIGINAL_TIMEOUT_S", "TIMEOUT_FLOOR_S", "
 # At most this many workers share a GPU by default (memory admission starts fewer where they would not fit):
 # while one worker does host-side work (Python, the evidence's transfer) the others keep the GPU busy.
 WORKERS_PER_GPU = 8
+SUPERVISION = ("queue", "slice")  # run(supervision=...): see run
 
 
 def open_store(out: Path, pool: str, mutants_file: Path):
@@ -74,7 +75,7 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
         scheduler: str | None = None, timeout_factor: float = 10.0, timeout_floor_s: float = TIMEOUT_FLOOR_S,
         per_solution: int | None = None, workers_per_gpu: int = WORKERS_PER_GPU, job_size: int = JOB_SIZE,
         evidence_engine: str = "auto", max_crashes: int = MAX_CRASHES, stop_after_s: float | None = None,
-        show_progress: bool = True, cover: Cover | None = None) -> RunResult:
+        show_progress: bool = True, cover: Cover | None = None, supervision: str = "queue") -> RunResult:
     """Observe every Pending mutant (and each solution's original) on every input of the pool on the GPUs,
     appending the rows to the evidence store at `out`. Safe to interrupt and run again. With the local
     backend a job is shared out in slices of at most `job_size` variants, at most `workers_per_gpu` at a
@@ -82,7 +83,11 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
     slice before its other inputs are inferred (0: no limit). `cover(problem, input keys)`: the inputs observed
     even for a variant whose other inputs are inferred (`oracleaudit run`: one input of each catalog oracle at
     each shape, `scoring.oracle.input_cover`). `stop_after_s`: stop starting pairs after that many seconds, as
-    Ctrl-C does (the pairs in flight are dropped), and return what was recorded."""
+    Ctrl-C does (the pairs in flight are dropped), and return what was recorded. `supervision` "queue": a
+    variant that crashed or hung goes back to the front of the queue for any slot, a hung variant's cover
+    inputs have a 2 s deadline floor and a spare worker is always started ahead (supervisor.py); "slice", as
+    before those: its slice runs it after the others, at the full floor (kept to measure them:
+    bench/fault_tail.py)."""
     from oracleaudit.execution.measure import ENGINES
     from oracleaudit.store import EvidenceStore
     from oracleaudit.terminal import progress_bar
@@ -104,6 +109,8 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
         raise OracleAuditError(f"--stop-after must be > 0 seconds, got {stop_after_s}")
     if evidence_engine not in ENGINES:
         raise OracleAuditError(f"--evidence-engine must be one of {', '.join(ENGINES)}, got {evidence_engine!r}")
+    if supervision not in SUPERVISION:
+        raise OracleAuditError(f"supervision must be one of {', '.join(SUPERVISION)}, got {supervision!r}")
     if backend not in ("local", "dask"):
         raise OracleAuditError(f"--backend must be local or dask, got {backend!r}")
     if backend == "dask" and not scheduler:
@@ -120,10 +127,12 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
             with progress_bar("observing (variant, input) pairs", total=sum(job.pairs for job in jobs),
                               enabled=show_progress) as advance:
                 supervise = dict(timeout_factor=timeout_factor, timeout_floor_s=timeout_floor_s, max_crashes=max_crashes)
+                if supervision == "slice":
+                    supervise.update(hung_floor_s=timeout_floor_s, spare_ahead=False)
                 with Recorder(store, result, advance) as recorder:
                     if backend == "local":
                         Scheduler(jobs, require_gpus(gpus), workers_per_gpu, job_size, recorder, result,
-                                  supervise).run(stop_after_s)
+                                  supervise, hand_off=supervision == "queue").run(stop_after_s)
                     else:
                         _run_dask(jobs, scheduler, recorder, result, supervise)
     result.wall_s = time.perf_counter() - started

@@ -178,10 +178,11 @@ class Utilization:
 
 
 class Scheduler:
-    """Builds, slices, memory admission and supervisors of a local run."""
+    """Builds, slices, memory admission and supervisors of a local run. `hand_off`: a variant that crashed or hung
+    goes back to the front of the queue, for any slot (False: its slice runs it after the others)."""
 
     def __init__(self, jobs: list[Job], gpus: int, workers_per_gpu: int, job_size: int, recorder: Recorder,
-                 result: RunResult, supervise: dict):
+                 result: RunResult, supervise: dict, hand_off: bool = True):
         import torch
 
         self.slots = gpus * workers_per_gpu
@@ -191,6 +192,7 @@ class Scheduler:
         self.recorder = recorder
         self.result = result
         self.supervise = supervise
+        self.hand_off = hand_off
         self.stop = threading.Event()
         self.work = WorkQueue()
         self.lock = threading.Lock()
@@ -213,9 +215,9 @@ class Scheduler:
             timer.start()
         feeder = threading.Thread(target=self._feed, args=(started,), daemon=True)
         feeder.start()
-        supervisors = [Supervisor(slot % self.gpus, self.recorder, stop=self.stop,
-                                  hand_off=lambda job: self.work.put(job, first=True), **self.supervise)
-                       for slot in range(self.slots)]
+        hand_off = (lambda job: self.work.put(job, first=True)) if self.hand_off else None
+        supervisors = [Supervisor(slot % self.gpus, self.recorder, stop=self.stop, hand_off=hand_off,
+                                  **self.supervise) for slot in range(self.slots)]
         with Utilization(self.gpus) as utilization:
             driver = threading.Thread(target=lambda: Parallel(n_jobs=self.slots, prefer="threads")(
                 delayed(self._drive)(s, utilization) for s in supervisors), daemon=True)

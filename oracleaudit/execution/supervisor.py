@@ -272,12 +272,14 @@ class Supervisor:
 
     `start(gpu)` makes a worker (default: a `WorkerProcess`); `on_rows(variant, rows)` records rows;
     `on_ready(total_bytes)` learns the GPU's memory from a worker's `Ready`; `hand_off(job)` queues the job of a
-    variant that crashed or hung for any slot (None: it runs in this slice, after the others)."""
+    variant that crashed or hung for any slot (None: it runs in this slice, after the others). `hung_floor_s`
+    (at most `timeout_floor_s`) and `spare_ahead` are there to measure their gains (bench/fault_tail.py)."""
 
     def __init__(self, gpu: int, on_rows: Callable[[str, list[dict]], None], timeout_factor: float = 10.0,
                  timeout_floor_s: float = TIMEOUT_FLOOR_S, stop: threading.Event | None = None,
                  max_crashes: int = MAX_CRASHES, start: Callable[[int], Any] = WorkerProcess,
-                 on_ready: Callable[[int], None] | None = None, hand_off: Callable[[Job], None] | None = None):
+                 on_ready: Callable[[int], None] | None = None, hand_off: Callable[[Job], None] | None = None,
+                 hung_floor_s: float = HUNG_TIMEOUT_FLOOR_S, spare_ahead: bool = True):
         self.gpu = gpu
         self.on_rows = on_rows
         self.timeout_factor = timeout_factor
@@ -287,6 +289,8 @@ class Supervisor:
         self.start = start
         self.on_ready = on_ready
         self.hand_off = hand_off
+        self.hung_floor_s = min(hung_floor_s, timeout_floor_s)
+        self.spare_ahead = spare_ahead
         self.worker = None
         self.spare = None
         self.restarts = 0
@@ -297,7 +301,7 @@ class Supervisor:
         if self.worker is None:
             if self.spare is not None:
                 self.worker, self.spare = self.spare, None
-                if not self.stop.is_set():  # the next restart's worker, bringing CUDA up meanwhile
+                if self.spare_ahead and not self.stop.is_set():  # the next restart's worker, up meanwhile
                     self.spare = self.start(self.gpu)
             else:
                 self.worker = self.start(self.gpu)
@@ -439,7 +443,7 @@ class Supervisor:
         if variant == ORIGINAL or not state.original_s:
             return ORIGINAL_TIMEOUT_S
         original = state.original_s.get(key, max(state.original_s.values()))
-        floor = min(self.timeout_floor_s, HUNG_TIMEOUT_FLOOR_S) if variant in state.hung else self.timeout_floor_s
+        floor = self.hung_floor_s if variant in state.hung else self.timeout_floor_s
         limit = floor + self.timeout_factor * original
         return limit * RETRY_DEADLINE_FACTOR if (variant, key) in state.missed else limit
 

@@ -15,7 +15,7 @@ from oracleaudit.execution.recorder import RunResult
 from tests.execution.test_supervisor import INPUTS, ScriptedWorker, World, every_pair, make_job
 
 
-def run(world: World, job, monkeypatch, workers_per_gpu: int = 2, job_size: int = 2):
+def run(world: World, job, monkeypatch, workers_per_gpu: int = 2, job_size: int = 2, hand_off: bool = True):
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: SimpleNamespace(total_memory=80 << 30))
     monkeypatch.setattr(scheduler, "prebuild_in_order",
                         lambda jobs, ready, stop: [ready(j, 0.0, True) for j in jobs])
@@ -28,7 +28,7 @@ def run(world: World, job, monkeypatch, workers_per_gpu: int = 2, job_size: int 
 
     result = RunResult()
     supervise = {"timeout_factor": 1.0, "timeout_floor_s": 0.3, "start": lambda gpu: ScriptedWorker(world)}
-    scheduler.Scheduler([job], 1, workers_per_gpu, job_size, on_rows, result, supervise).run()
+    scheduler.Scheduler([job], 1, workers_per_gpu, job_size, on_rows, result, supervise, hand_off).run()
     return result, recorded
 
 
@@ -55,3 +55,7 @@ def test_a_variant_that_crashed_goes_back_to_the_queue_and_another_slot_runs_it(
     assert result.handed_off == 1 and result.crashes == 3
     handed = [j for j in world.jobs if j.faults]
     assert handed[0].work == (("m1", INPUTS[1:]),) and handed[0].faults == (("m1", 1, False, ()),)
+
+    world = World({("m1", key): ["crash"] for key in INPUTS}, by_input=True)
+    result, recorded = run(world, job, monkeypatch, job_size=4, hand_off=False)  # the slice runs m1 itself
+    assert set(recorded) == every_pair(job) and result.handed_off == 0 and not any(j.faults for j in world.jobs)

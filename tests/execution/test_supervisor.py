@@ -241,6 +241,12 @@ def test_from_the_first_restart_on_each_fresh_worker_was_started_before_the_faul
     assert made[3] < served[2][0]  # the second's: started when worker 2 was taken, before it even ran m1
     assert world.started == 4  # worker 4, started when worker 3 was taken: a spare never needed, closed
 
+    world = World({("m1", key): ["crash"] for key in INPUTS})
+    supervise(world, job, max_crashes=0, spare_ahead=False)  # as before: each restart's worker made at its fault
+    served = [i for i, (what, n) in enumerate(world.events) if what == "job"]
+    made = {n: i for i, (what, n) in enumerate(world.events) if what == "made"}
+    assert made[3] > served[2]
+
 
 def test_a_dead_worker_s_seconds_count_up_to_its_last_pair_and_replays_have_their_own_phase() -> None:
     """The seconds come pair by pair with the rows: the worker that crashed on m2's second input never says
@@ -515,14 +521,11 @@ def test_the_last_variant_left_in_a_slice_is_not_handed_off() -> None:
     assert set(recorded) == every_pair(job) and handed == [] and result.handed_off == 0
 
 
-def test_a_hung_variant_handed_off_times_out_on_its_cover_at_once_under_the_shorter_floor(monkeypatch) -> None:
-    from oracleaudit.execution import supervisor as module
-
-    monkeypatch.setattr(module, "HUNG_TIMEOUT_FLOOR_S", 0.05)
+def test_a_hung_variant_handed_off_times_out_on_its_cover_at_once_under_the_shorter_floor() -> None:
     inputs = (*INPUTS, "d/s=3/official")
     world = World({("m3", key): ["hang"] for key in inputs}, by_input=True)  # the others go on after m3's hang
     job = replace(make_job(inputs=inputs, references=()), cover=(inputs[0], inputs[3]))
-    (first, second), recorded, handed = supervise_handing_off(world, job)
+    (first, second), recorded, handed = supervise_handing_off(world, job, hung_floor_s=0.05)
     assert set(recorded) == every_pair(job)
     assert [status(recorded, "m3", k) for k in inputs] == [("Timeout", False), ("Timeout", True),
                                                            ("Timeout", True), ("Timeout", False)]

@@ -1,0 +1,167 @@
+"""Benchmark (GPU): what the run gains when variants that crash or hang leave their slice, side by side in one call.
+
+In the calls of shards 3-5 of the complete bundled run (bench/results/run_losses.json) the slots spent 20% of
+their time idle, mostly waiting at the end of a shard for the last slices, which were running their faulty
+variants one by one after the others; 17.6% went to the 20 hung variants (0.7% of the variants), whose cover
+inputs each waited for the full 5 s deadline floor; and 8% to starting workers. `oracleaudit run` now hands a
+variant that crashed or hung back to the front of the work queue as a job of its own, gives a hung variant's
+cover inputs a 2 s floor and keeps a spare worker started ahead (`execution.run(supervision="queue")`); the
+behaviour before is kept as `supervision="slice"`.
+
+    prepare  (CPU) WORK/mutants: the solutions of bench/data/full_run with the most mutants that hung or
+             crashed in the committed shards (an observed Timeout, or a sticky CUDA error: AcceleratorError or
+             WorkerDied), each with every such mutant and its first --others other Pending mutants by id
+    run      (GPU) builds the sample's extensions (not timed), then one run for the reference cache (not timed,
+             supervision "queue"), then each supervision into a fresh store, in the order given (--order): wall
+             seconds, variants/min, idle, hung and startup seconds, handed-off variants; then the ratio of
+             variants/min, and whether both stores hold the same status for every pair (a 2 s deadline is the
+             one thing that may change one; every such pair is listed). Writes WORK/fault_tail.json
+
+    PYTHONPATH=. python bench/fault_tail.py prepare --work out/fault_tail
+    PYTHONPATH=. python bench/fault_tail.py run --work out/fault_tail
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FULL_RUN = ROOT / "bench" / "data" / "full_run"
+SHARDS = ROOT / "bench" / "results" / "full_run"
+CRASHES = ("AcceleratorError", "WorkerDied")  # a sticky CUDA error ended the worker's context, or the worker died
+
+
+def faulty_mutants(stores: list[Path]) -> dict[str, str]:
+    """Mutant id → "hung" or "crashed", from the observed (not inferred) rows of the stores."""
+    from oracleaudit.store import EvidenceStore
+
+    faults: dict[str, str] = {}
+    for store in stores:
+        rows = EvidenceStore(store).open().read(columns=["mutant_id", "status", "error_class", "inferred"])
+        observed = rows[rows["inferred"].ne(True) & ~rows["mutant_id"].isin(["original", "reference"])]
+        for mutant in sorted(set(observed.loc[observed["status"] == "Timeout", "mutant_id"])):
+            faults[mutant] = "hung"
+        for mutant in sorted(set(observed.loc[observed["error_class"].isin(CRASHES), "mutant_id"])):
+            faults.setdefault(mutant, "crashed")
+    return faults
+
+
+def sample(mutants: list, faults: dict[str, str], solutions: int, others: int) -> list:
+    """The `solutions` solution files with the most faulty mutants (hung ones first, then crashed; ties by path),
+    each with all its faulty mutants and its first `others` other Pending mutants by id."""
+    from oracleaudit.mutant import PENDING
+
+    by_source: dict[str, list] = {}
+    for mutant in mutants:
+        if mutant.status == PENDING:
+            by_source.setdefault(mutant.source, []).append(mutant)
+
+    def weight(source: str) -> tuple:
+        kinds = [faults.get(m.id) for m in by_source[source]]
+        return -kinds.count("hung"), -kinds.count("crashed"), source
+
+    chosen = sorted((s for s in by_source if any(m.id in faults for m in by_source[s])), key=weight)[:solutions]
+    picked = []
+    for source in sorted(chosen):
+        group = sorted(by_source[source], key=lambda m: m.id)
+        picked += [m for m in group if m.id in faults] + [m for m in group if m.id not in faults][:others]
+    return sorted(picked, key=lambda m: (m.source, m.id))
+
+
+def prepare(args) -> dict:
+    from oracleaudit.mutant import read_mutants, write_mutants
+
+    stores = sorted(p for p in SHARDS.glob("shard*") if p.is_dir())
+    faults = faulty_mutants(stores)
+    picked = sample(read_mutants(FULL_RUN), faults, args.solutions, args.others)
+    write_mutants(args.work / "mutants", picked, {m.source: (ROOT / m.source).read_text() for m in picked})
+    kinds = [faults.get(m.id, "ok") for m in picked]
+    part = {"stores": [str(p.relative_to(ROOT)) for p in stores], "solutions": len({m.source for m in picked}),
+            "mutants": len(picked), "hung": kinds.count("hung"), "crashed": kinds.count("crashed")}
+    print(f"{part['mutants']} mutants of {part['solutions']} solutions: {part['hung']} hung and {part['crashed']} "
+          f"crashed in {', '.join(part['stores'])}")
+    return part
+
+
+def statuses(store: Path) -> dict[tuple, str]:
+    from oracleaudit.store import EvidenceStore
+
+    rows = EvidenceStore(store).open().read(columns=["problem", "mutant_id", "input_id", "output_index", "status"])
+    return {key: status for *key, status in rows.itertuples(index=False)}
+
+
+def differences(a: dict[tuple, str], b: dict[tuple, str]) -> list[dict]:
+    """The pairs whose statuses differ between two stores' rows (a key missing from one counts as None)."""
+    return [{"key": list(key), "statuses": [a.get(key), b.get(key)]}
+            for key in sorted(set(a) | set(b), key=str) if a.get(key) != b.get(key)]
+
+
+def run(args) -> dict:
+    from bench.worker_cost import prebuild
+    from oracleaudit import execution as runner
+    from oracleaudit.scoring.oracle import covering
+
+    sample_dir = args.work / "mutants"
+    prebuild(sample_dir, "default")
+    started = time.perf_counter()
+    runner.run(sample_dir, args.work / "evidence-warm-up", workers_per_gpu=args.workers_per_gpu, show_progress=False,
+               cover=covering())
+    print(f"warm-up run (not timed): {time.perf_counter() - started:.1f} s", flush=True)
+    results = {}
+    for supervision in args.order:
+        result = runner.run(sample_dir, args.work / f"evidence-{supervision}", workers_per_gpu=args.workers_per_gpu,
+                            show_progress=False, cover=covering(), supervision=supervision)
+        summary = result.summary()
+        phases = summary["phases"]
+        results[supervision] = {key: summary[key] for key in (
+            "variants_run", "pairs_run", "wall_s", "execution_wall_s", "variants_per_min", "gpu_busy_fraction",
+            "restarts", "hangs", "crashes", "replays", "handed_off", "errors")}
+        results[supervision]["phases"] = phases
+        print(f"{supervision}: {summary['wall_s']:.1f} s, {summary['variants_per_min']} variants/min, idle "
+              f"{phases['idle_s']} s, hung {phases['hung_s']} s, startup {phases['startup_s']} s, "
+              f"{summary['handed_off']} handed off, {summary['restarts']} restarts", flush=True)
+    changed = differences(statuses(args.work / "evidence-slice"), statuses(args.work / "evidence-queue"))
+    part = {"order": list(args.order), "workers_per_gpu": args.workers_per_gpu, "runs": results,
+            "variants_per_min_queue_over_slice": round(results["queue"]["variants_per_min"]
+                                                       / results["slice"]["variants_per_min"], 3),
+            "wall_slice_over_queue": round(results["slice"]["wall_s"] / results["queue"]["wall_s"], 3),
+            "pairs_with_another_status": len(changed), "changed": changed[:50]}
+    print(f"queue over slice: {part['variants_per_min_queue_over_slice']}× the variants/min; "
+          f"{len(changed)} pairs with another status")
+    return part
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="part", required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("--work", type=Path, required=True)
+    p.add_argument("--solutions", type=int, default=5)
+    p.add_argument("--others", type=int, default=16, help="Pending mutants per solution besides the faulty ones")
+    p.set_defaults(run=prepare)
+    p = sub.add_parser("run")
+    p.add_argument("--work", type=Path, required=True)
+    p.add_argument("--workers-per-gpu", type=int, default=8)
+    p.add_argument("--order", nargs=2, choices=("queue", "slice"), default=["slice", "queue"])
+    p.set_defaults(run=run)
+    args = parser.parse_args()
+    if args.part == "run" and sorted(args.order) != ["queue", "slice"]:
+        parser.error("--order names queue and slice, once each")
+    args.work.mkdir(parents=True, exist_ok=True)
+    out = args.work / "fault_tail.json"
+    state = json.loads(out.read_text()) if out.exists() else {}
+    state[args.part] = args.run(args)
+    out.write_text(json.dumps(state, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    from oracleaudit.errors import OracleAuditError
+
+    try:
+        main()
+    except (OracleAuditError, OSError, ValueError) as err:
+        sys.exit(f"fault_tail.py: error: {err}")

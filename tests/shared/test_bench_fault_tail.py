@@ -1,0 +1,83 @@
+"""bench/fault_tail.py on the CPU: the faulty mutants read from a committed shard of the complete run, the sample
+drawn around them, and the comparison of two stores' statuses (its GPU part runs on the device)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from oracleaudit.mutant import read_mutants
+from oracleaudit.store import EvidenceStore
+
+ROOT = Path(__file__).parents[2]
+SCRIPT = ROOT / "bench" / "fault_tail.py"
+spec = importlib.util.spec_from_file_location("fault_tail", SCRIPT)
+fault_tail = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(fault_tail)
+SHARD = ROOT / "bench" / "results" / "full_run" / "shard3"
+
+
+@pytest.fixture(scope="module")
+def faults() -> dict[str, str]:
+    return fault_tail.faulty_mutants([SHARD])
+
+
+def test_a_hung_mutant_has_an_observed_timeout_and_a_crashed_one_a_sticky_cuda_error(faults) -> None:
+    rows = EvidenceStore(SHARD).open().read(columns=["mutant_id", "status", "error_class", "inferred"])
+    observed = rows[rows["inferred"].ne(True)]
+    hung = {m for m, kind in faults.items() if kind == "hung"}
+    crashed = {m for m, kind in faults.items() if kind == "crashed"}
+    assert hung and crashed and not hung & crashed
+    assert hung == set(observed.loc[(observed["status"] == "Timeout") & ~observed["mutant_id"].isin(
+        ["original", "reference"]), "mutant_id"])
+    assert crashed <= set(observed.loc[observed["error_class"] == "AcceleratorError", "mutant_id"])
+    inferred_only = set(rows.loc[rows["inferred"].eq(True) & (rows["status"] == "Timeout"), "mutant_id"]) - hung
+    assert not inferred_only  # an inferred Timeout always follows an observed one of the same mutant
+
+
+def test_the_sample_holds_every_faulty_mutant_of_the_chosen_solutions_and_the_first_others_by_id(faults) -> None:
+    mutants = read_mutants(fault_tail.FULL_RUN)
+    picked = fault_tail.sample(mutants, faults, solutions=2, others=3)
+    sources = {m.source for m in picked}
+    assert len(sources) == 2
+    for source in sources:
+        group = sorted((m for m in mutants if m.source == source and m.status == "Pending"), key=lambda m: m.id)
+        chosen = [m.id for m in picked if m.source == source]
+        assert {m.id for m in group if m.id in faults} <= set(chosen)
+        assert [i for i in chosen if i not in faults] == sorted(m.id for m in group if m.id not in faults)[:3]
+    # the chosen solutions have the most hung mutants of all
+    hung = {s: sum(faults.get(m.id) == "hung" for m in mutants if m.source == s) for s in {m.source for m in mutants}}
+    assert min(hung[s] for s in sources) >= max(n for s, n in hung.items() if s not in sources) >= 1
+    assert fault_tail.sample(mutants, faults, solutions=2, others=3) == picked
+
+
+def test_prepare_writes_a_mutants_folder_that_a_run_reads(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(SCRIPT), "prepare", "--work", str(tmp_path), "--solutions", "2",
+                           "--others", "4"], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    written = read_mutants(tmp_path / "mutants")
+    part = json.loads((tmp_path / "fault_tail.json").read_text())["prepare"]
+    assert part["mutants"] == len(written) and part["solutions"] == 2 == len({m.source for m in written})
+    assert part["hung"] + part["crashed"] + 2 * 4 >= len(written) > 2 * 4
+    assert all((tmp_path / "mutants" / "diffs" / f"{m.id}.diff").is_file() for m in written)
+
+
+def test_differences_name_each_pair_whose_status_changed_or_is_missing_on_one_side() -> None:
+    a = {("P", "m1", "k", 0): "Ok", ("P", "m2", "k", 0): "Timeout", ("P", "m3", "k", 0): "Ok"}
+    b = {("P", "m1", "k", 0): "Ok", ("P", "m2", "k", 0): "Ok", ("P", "m4", "k", 0): "Ok"}
+    assert fault_tail.differences(a, b) == [
+        {"key": ["P", "m2", "k", 0], "statuses": ["Timeout", "Ok"]},
+        {"key": ["P", "m3", "k", 0], "statuses": ["Ok", None]},
+        {"key": ["P", "m4", "k", 0], "statuses": [None, "Ok"]},
+    ]
+
+
+def test_run_refuses_an_order_that_does_not_name_both_supervisions(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(SCRIPT), "run", "--work", str(tmp_path), "--order", "queue", "queue"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 2 and "--order names queue and slice" in done.stderr
