@@ -23,8 +23,11 @@
 #                                                  got wrong) into out/reobserve1 (shard1) or out/reobserve-SET, back
 #                                                  as a tar of that name: merged first, its rows replace theirs
 #   bash bench/device_call.sh pair-cost [ARGS]     bench/pair_cost.py ARGS on bench/data/full_run's sample
-#   bash bench/device_call.sh fault-tail [ARGS]    bench/fault_tail.py prepare ARGS, then run: faulty variants handed
-#                                                  to the queue against run by their slice; fault_tail.json in $OUT
+#   bash bench/device_call.sh fault-tail [ARGS]    bench/fault_tail.py prepare ARGS (unless out/fault_tail is carried),
+#                                                  then run: faulty variants handed to the queue against run by their
+#                                                  slice; fault_tail.json in $OUT
+#
+# The tracked tree is over the device tool's 64 MiB: `bash bench/device_tree.sh park` before a call, `unpark` after.
 #   bash bench/device_call.sh sizes PART [ARGS]    bench/size_findings.py PART --work out/size_findings ARGS, the work
 #                                                  folder restored from out/carry/sizes.tar.* and sent back likewise
 #   bash bench/device_call.sh real                 run_scale.py real (KernelBench's own sizes at 8 workers per GPU)
@@ -152,6 +155,14 @@ full|reobserve)
             name=$item state=out/scale-$item.json mutants=(--mutants "bench/data/reobserve/$set_" --reobserving)
         fi
         restore "$name" "out/$name-packed"
+        # a shard whose committed state has ended is skipped even where its store is not here (parked:
+        # bench/device_tree.sh), rather than run again from its start
+        if [ "$part" = full ] && [ ! -e "$state" ] && [ ! -e "out/$name-packed" ] && [ ! -d "out/$name" ] \
+                && [ ! -d "bench/results/full_run/$name" ] && python3 -c "import json, sys; from bench.run_scale import ended
+sys.exit(0 if ended(json.load(open('bench/results/full_run/scale${item%/*}.json'))) else 1)" 2>/dev/null; then
+            echo "$item has ended (bench/results/full_run/scale${item%/*}.json): skipped"
+            continue
+        fi
         # else a shard a past session committed before it ended (bench/results/full_run/shardK with its
         # state): the carry of a past session is lost with its machine
         if [ "$part" = full ] && [ ! -e "out/$name-packed" ] && [ ! -d "out/$name" ] \
@@ -188,7 +199,8 @@ json.dump({'memory': m} if m else {}, open('$state', 'w'))"
     ;;
 fault-tail)
     export ORACLEAUDIT_CACHE=$PWD/.oa-cache
-    python3 bench/fault_tail.py prepare --work out/fault_tail "$@" \
+    # prepared here unless carried (prepare reads the committed shards, which bench/device_tree.sh parks)
+    { [ -d out/fault_tail/mutants ] || python3 bench/fault_tail.py prepare --work out/fault_tail "$@"; } \
         && timeout "$(left 20)" python3 bench/fault_tail.py run --work out/fault_tail
     echo "fault_tail exit $?"
     cp out/fault_tail/fault_tail.json "$OUT/"

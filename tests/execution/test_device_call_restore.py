@@ -79,3 +79,15 @@ def test_a_carried_piece_wins_over_the_committed_shard(tmp_path: Path) -> None:
     assert "from bench/results/full_run" not in done.stdout
     assert "2/2 has ended: skipped" in done.stdout
     assert json.loads((root / "out" / "scale2.json").read_text()) == ended
+
+
+def test_a_shard_whose_committed_store_is_parked_is_skipped_when_its_state_has_ended(tmp_path: Path) -> None:
+    """bench/device_tree.sh park removes the ended shards' stores from the tree a device call copies: their
+    committed states still say they ended, so the call skips them instead of running them again from the start."""
+    root = _root(tmp_path)
+    state = {"full": {"shard": "1/2", "holes": 0, "calls": [{"stopped": False}]}, "code": "abc"}
+    shutil.rmtree(_commit_shard(root, 1, state))
+    done = _call(root, tmp_path, "1/2")
+    assert done.returncode == 0, done.stderr
+    assert "1/2 has ended (bench/results/full_run/scale1.json): skipped" in done.stdout
+    assert not (root / "out" / "shard1").exists() and not (root / "out" / "scale1.json").exists()
