@@ -26,12 +26,12 @@
 #   bash bench/device_call.sh fault-tail [ARGS]    bench/fault_tail.py prepare ARGS (unless out/fault_tail is carried),
 #                                                  then run: faulty variants handed to the queue against run by their
 #                                                  slice; fault_tail.json in $OUT
-#
-# The tracked tree is over the device tool's 64 MiB: `bash bench/device_tree.sh park` before a call, `unpark` after.
 #   bash bench/device_call.sh sizes PART [ARGS]    bench/size_findings.py PART --work out/size_findings ARGS, the work
 #                                                  folder restored from out/carry/sizes.tar.* and sent back likewise
 #   bash bench/device_call.sh real                 run_scale.py real (KernelBench's own sizes at 8 workers per GPU)
 #   bash bench/device_call.sh refcheck             refcheck of the bundled problems under every catalog oracle
+#
+# The tracked tree is over the device tool's 64 MiB: `bash bench/device_tree.sh park` before a call, `unpark` after.
 #
 # Python wheels the machine lacks are installed from .whl/ when it is there. The state of run_scale.py lives in
 # out/scale.json, restored with the store; `memory` figures come from bench/results/run_scale.json when absent.
@@ -133,9 +133,9 @@ tests-parallel)
     ;;
 full|reobserve)
     # full: shards K/N of bench/data/full_run, each into out/shardK; reobserve: the mutants of
-    # bench/data/reobserve/SET into out/reobserve1 (shard1, made by run_scale.py reobserve) or out/reobserve-SET. Either continued from the store the
-    # last call left (the machine still warm) or from out/carry/NAME.tar.* (packed, merged back into a plain store);
-    # one that has ended is skipped
+    # bench/data/reobserve/SET into out/reobserve1 (shard1, made by run_scale.py reobserve) or out/reobserve-SET.
+    # Either continued from the store the last call left (the machine still warm) or from out/carry/NAME.tar.*
+    # (packed, merged back into a plain store); one that has ended is skipped
     if [ "$part" = full ]; then
         runs=()
         while [ $# -gt 0 ] && [[ $1 == */* ]]; do runs+=("$1"); shift; done
