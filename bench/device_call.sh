@@ -85,6 +85,10 @@ send_back() {  # NAME PATH...: a tar of PATHs split into $OUT/NAME.tar.*
     local name=$1; shift
     tar -cf - "$@" | split -b 15m - "$OUT/$name.tar."
 }
+ended() {  # STATE: whether run_scale.py's state file says its run has ended (false if it is missing)
+    python3 -c "import json, sys; from bench.run_scale import ended
+sys.exit(0 if ended(json.load(open(sys.argv[1]))) else 1)" "$1" 2>/dev/null
+}
 restore() {  # NAME DIR: DIR from out/carry/NAME.tar.* unless DIR is here already (a warm machine)
     if [ ! -e "$2" ] && ls "out/carry/$1.tar."* >/dev/null 2>&1; then
         echo "restoring $2 from out/carry/$1.tar.*"
@@ -158,8 +162,7 @@ full|reobserve)
         # a shard whose committed state has ended is skipped even where its store is not here (parked:
         # bench/device_tree.sh), rather than run again from its start
         if [ "$part" = full ] && [ ! -e "$state" ] && [ ! -e "out/$name-packed" ] && [ ! -d "out/$name" ] \
-                && [ ! -d "bench/results/full_run/$name" ] && python3 -c "import json, sys; from bench.run_scale import ended
-sys.exit(0 if ended(json.load(open('bench/results/full_run/scale${item%/*}.json'))) else 1)" 2>/dev/null; then
+                && [ ! -d "bench/results/full_run/$name" ] && ended "bench/results/full_run/scale${item%/*}.json"; then
             echo "$item has ended (bench/results/full_run/scale${item%/*}.json): skipped"
             continue
         fi
@@ -171,8 +174,7 @@ sys.exit(0 if ended(json.load(open('bench/results/full_run/scale${item%/*}.json'
             cp -r "bench/results/full_run/$name" "out/$name-packed"
             cp "bench/results/full_run/scale${item%/*}.json" "$state"
         fi
-        if python3 -c "import json, sys; from bench.run_scale import ended
-sys.exit(0 if ended(json.load(open('$state'))) else 1)" 2>/dev/null; then
+        if ended "$state"; then
             echo "$item has ended: skipped"
             continue
         fi

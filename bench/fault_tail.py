@@ -136,6 +136,8 @@ def run(args) -> dict:
 
 
 def main() -> None:
+    from oracleaudit.execution import SUPERVISION
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="part", required=True)
     p = sub.add_parser("prepare")
@@ -146,10 +148,10 @@ def main() -> None:
     p = sub.add_parser("run")
     p.add_argument("--work", type=Path, required=True)
     p.add_argument("--workers-per-gpu", type=int, default=8)
-    p.add_argument("--order", nargs=2, choices=("queue", "slice"), default=["slice", "queue"])
+    p.add_argument("--order", nargs=2, choices=SUPERVISION, default=["slice", "queue"])
     p.set_defaults(run=run)
     args = parser.parse_args()
-    if args.part == "run" and sorted(args.order) != ["queue", "slice"]:
+    if args.part == "run" and sorted(args.order) != sorted(SUPERVISION):
         parser.error("--order names queue and slice, once each")
     args.work.mkdir(parents=True, exist_ok=True)
     out = args.work / "fault_tail.json"
