@@ -203,7 +203,7 @@ fault-tail)
     export ORACLEAUDIT_CACHE=$PWD/.oa-cache
     # prepared here unless carried (prepare reads the committed shards, which bench/device_tree.sh parks)
     { [ -d out/fault_tail/mutants ] || python3 bench/fault_tail.py prepare --work out/fault_tail "$@"; } \
-        && timeout "$(left 20)" python3 bench/fault_tail.py run --work out/fault_tail
+        && timeout "$(left 20)" python3 bench/fault_tail.py run --work out/fault_tail --budget-s "$(left 40)"
     echo "fault_tail exit $?"
     cp out/fault_tail/fault_tail.json "$OUT/"
     ;;

@@ -11,11 +11,13 @@ behaviour before is kept as `supervision="slice"`.
     prepare  (CPU) WORK/mutants: the solutions of bench/data/full_run with the most mutants that hung or
              crashed in the committed shards (an observed Timeout, or a sticky CUDA error: AcceleratorError or
              WorkerDied), each with every such mutant and its first --others other Pending mutants by id
-    run      (GPU) builds the sample's extensions (not timed), then one run for the reference cache (not timed,
-             supervision "queue"), then each supervision into a fresh store, in the order given (--order): wall
-             seconds, variants/min, idle, hung and startup seconds, handed-off variants; then the ratio of
-             variants/min, and whether both stores hold the same status for every pair (a 2 s deadline is the
-             one thing that may change one; every such pair is listed). Writes WORK/fault_tail.json
+    run      (GPU) builds the sample's extensions (not timed), then one run of each solution's original and
+             first mutant for the reference cache (not timed, supervision "queue"), then each supervision into a
+             fresh store, in the order given (--order, the faster first): wall seconds, variants/min, idle, hung
+             and startup seconds, handed-off variants, saved to WORK/fault_tail.json as each run ends; then the
+             ratio of wall times, and whether both stores hold the same status for every pair (a 2 s deadline is
+             the one thing that may change one; every such pair is listed). With --budget-s a run still going
+             then stops starting pairs: its wall time bounds its whole run's from below, and the ratio is a bound
 
     PYTHONPATH=. python bench/fault_tail.py prepare --work out/fault_tail
     PYTHONPATH=. python bench/fault_tail.py run --work out/fault_tail
@@ -32,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FULL_RUN = ROOT / "bench" / "data" / "full_run"
 SHARDS = ROOT / "bench" / "results" / "full_run"
+STOP_MARGIN_S = 15.0  # of --budget-s, for the last pairs in flight and the store's commit
 CRASHES = ("AcceleratorError", "WorkerDied")  # a sticky CUDA error ended the worker's context, or the worker died
 
 
@@ -105,34 +108,64 @@ def run(args) -> dict:
     from oracleaudit import execution as runner
     from oracleaudit.scoring.oracle import covering
 
+    begun = time.perf_counter()
     sample_dir = args.work / "mutants"
     prebuild(sample_dir, "default")
     started = time.perf_counter()
+    # the first mutant of each solution: enough to fill the reference cache, which both timed runs then read
     runner.run(sample_dir, args.work / "evidence-warm-up", workers_per_gpu=args.workers_per_gpu, show_progress=False,
-               cover=covering())
-    print(f"warm-up run (not timed): {time.perf_counter() - started:.1f} s", flush=True)
-    results = {}
+               cover=covering(), per_solution=1)
+    print(f"build and warm-up run (not timed): {time.perf_counter() - begun:.1f} s, the warm-up "
+          f"{time.perf_counter() - started:.1f} s", flush=True)
+    part = {"order": list(args.order), "workers_per_gpu": args.workers_per_gpu, "budget_s": args.budget_s,
+            "runs": {}}
     for supervision in args.order:
+        left = None if args.budget_s is None else args.budget_s - (time.perf_counter() - begun) - STOP_MARGIN_S
+        if left is not None and left <= 0:
+            print(f"{supervision}: not run, the budget is spent", flush=True)
+            break
         result = runner.run(sample_dir, args.work / f"evidence-{supervision}", workers_per_gpu=args.workers_per_gpu,
-                            show_progress=False, cover=covering(), supervision=supervision)
+                            show_progress=False, cover=covering(), supervision=supervision, stop_after_s=left)
         summary = result.summary()
         phases = summary["phases"]
-        results[supervision] = {key: summary[key] for key in (
+        part["runs"][supervision] = {key: summary[key] for key in (
             "variants_run", "pairs_run", "wall_s", "execution_wall_s", "variants_per_min", "gpu_busy_fraction",
-            "restarts", "hangs", "crashes", "replays", "handed_off", "errors")}
-        results[supervision]["phases"] = phases
-        print(f"{supervision}: {summary['wall_s']:.1f} s, {summary['variants_per_min']} variants/min, idle "
-              f"{phases['idle_s']} s, hung {phases['hung_s']} s, startup {phases['startup_s']} s, "
-              f"{summary['handed_off']} handed off, {summary['restarts']} restarts", flush=True)
-    changed = differences(statuses(args.work / "evidence-slice"), statuses(args.work / "evidence-queue"))
-    part = {"order": list(args.order), "workers_per_gpu": args.workers_per_gpu, "runs": results,
-            "variants_per_min_queue_over_slice": round(results["queue"]["variants_per_min"]
-                                                       / results["slice"]["variants_per_min"], 3),
-            "wall_slice_over_queue": round(results["slice"]["wall_s"] / results["queue"]["wall_s"], 3),
-            "pairs_with_another_status": len(changed), "changed": changed[:50]}
-    print(f"queue over slice: {part['variants_per_min_queue_over_slice']}× the variants/min; "
-          f"{len(changed)} pairs with another status")
+            "restarts", "hangs", "crashes", "replays", "handed_off", "errors", "stopped")}
+        part["runs"][supervision]["phases"] = phases
+        print(f"{supervision}: {summary['wall_s']:.1f} s{' (stopped at the budget)' if summary['stopped'] else ''}, "
+              f"{summary['pairs_run']} pairs, {summary['variants_per_min']} variants/min, idle {phases['idle_s']} s, "
+              f"hung {phases['hung_s']} s, startup {phases['startup_s']} s, {summary['handed_off']} handed off, "
+              f"{summary['restarts']} restarts", flush=True)
+        args.save(part)  # a later run cut off by the call's end loses only itself
+    runs = part["runs"]
+    if len(runs) < 2:
+        return part
+    part.update(compare(runs))
+    if "variants_per_min_queue_over_slice" in part:
+        changed = differences(statuses(args.work / "evidence-slice"), statuses(args.work / "evidence-queue"))
+        part.update(pairs_with_another_status=len(changed), changed=changed[:50])
+        print(f"queue over slice: {part['variants_per_min_queue_over_slice']}× the variants/min; "
+              f"{len(changed)} pairs with another status")
+    stopped = [name for name, r in runs.items() if r["stopped"]]
+    ratio, bound = part["wall_slice_over_queue"], part["bound"]
+    print("no ratio, neither run ended" if ratio is None else f"slice over queue: {bound + ' ' if bound else ''}"
+          f"{ratio}× the wall time" + (f" ({', '.join(stopped)} stopped at the budget)" if stopped else ""), flush=True)
     return part
+
+
+def compare(runs: dict[str, dict]) -> dict:
+    """The two supervisions' runs side by side: slice's wall time over queue's, and queue's variants/min over
+    slice's. A run stopped at the budget observed only part of the sample: its wall time is a lower bound of
+    its whole run's, so the wall ratio is a bound ("≥" when slice stopped, "≤" when queue did; no ratio when
+    both did) and variants/min, counted over different parts of the sample, are not compared."""
+    stopped = {name for name, r in runs.items() if r["stopped"]}
+    ratio = round(runs["slice"]["wall_s"] / runs["queue"]["wall_s"], 3)
+    if not stopped:
+        return {"bound": None, "wall_slice_over_queue": ratio, "variants_per_min_queue_over_slice":
+                round(runs["queue"]["variants_per_min"] / runs["slice"]["variants_per_min"], 3)}
+    if len(stopped) == 2:
+        return {"bound": None, "wall_slice_over_queue": None}
+    return {"bound": "≥" if stopped == {"slice"} else "≤", "wall_slice_over_queue": ratio}
 
 
 def main() -> None:
@@ -142,13 +175,16 @@ def main() -> None:
     sub = parser.add_subparsers(dest="part", required=True)
     p = sub.add_parser("prepare")
     p.add_argument("--work", type=Path, required=True)
-    p.add_argument("--solutions", type=int, default=5)
+    p.add_argument("--solutions", type=int, default=1, help="solutions in the sample (default 1: three "
+                   "solutions' queue run alone took over 365 s of a call, bench/results/fault_tail.json)")
     p.add_argument("--others", type=int, default=16, help="Pending mutants per solution besides the faulty ones")
     p.set_defaults(run=prepare)
     p = sub.add_parser("run")
     p.add_argument("--work", type=Path, required=True)
     p.add_argument("--workers-per-gpu", type=int, default=8)
-    p.add_argument("--order", nargs=2, choices=SUPERVISION, default=["slice", "queue"])
+    p.add_argument("--order", nargs=2, choices=SUPERVISION, default=["queue", "slice"])
+    p.add_argument("--budget-s", type=float, help="seconds from the start by which every run has stopped starting "
+                   "pairs; a run stopped there bounds the ratio (its wall time is a lower bound of its whole run's)")
     p.set_defaults(run=run)
     args = parser.parse_args()
     if args.part == "run" and sorted(args.order) != sorted(SUPERVISION):
@@ -156,8 +192,13 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     out = args.work / "fault_tail.json"
     state = json.loads(out.read_text()) if out.exists() else {}
-    state[args.part] = args.run(args)
-    out.write_text(json.dumps(state, indent=1, sort_keys=True) + "\n")
+
+    def save(part: dict) -> None:
+        state[args.part] = part
+        out.write_text(json.dumps(state, indent=1, sort_keys=True) + "\n")
+
+    args.save = save
+    save(args.run(args))
 
 
 if __name__ == "__main__":

@@ -81,3 +81,19 @@ def test_run_refuses_an_order_that_does_not_name_both_supervisions(tmp_path: Pat
     done = subprocess.run([sys.executable, str(SCRIPT), "run", "--work", str(tmp_path), "--order", "queue", "queue"],
                           capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 2 and "--order names queue and slice" in done.stderr
+
+
+def _run(wall_s: float, per_min: float, stopped: bool) -> dict:
+    return {"wall_s": wall_s, "variants_per_min": per_min, "stopped": stopped}
+
+
+def test_compare_gives_ratios_only_where_both_runs_ended_and_a_bound_where_one_stopped() -> None:
+    ended = fault_tail.compare({"queue": _run(100.0, 60.0, False), "slice": _run(250.0, 24.0, False)})
+    assert ended == {"bound": None, "wall_slice_over_queue": 2.5, "variants_per_min_queue_over_slice": 2.5}
+    # slice stopped at 300 s: its whole run takes longer, so slice/queue is at least 3
+    assert fault_tail.compare({"queue": _run(100.0, 60.0, False), "slice": _run(300.0, 10.0, True)}) == {
+        "bound": "≥", "wall_slice_over_queue": 3.0}
+    assert fault_tail.compare({"queue": _run(365.0, 17.1, True), "slice": _run(300.0, 10.0, False)}) == {
+        "bound": "≤", "wall_slice_over_queue": 0.822}
+    assert fault_tail.compare({"queue": _run(365.0, 17.1, True), "slice": _run(300.0, 10.0, True)}) == {
+        "bound": None, "wall_slice_over_queue": None}
