@@ -12,6 +12,11 @@ Printed and written as JSON (--out):
     hangs       pairs that missed a deadline, hung seconds per miss; from the rows: the variants with an
                 observed Timeout, their observed and inferred Timeout rows, hung seconds per such variant,
                 and their share of the variants against their share of slot time
+    target      with --target WALL_S PAIRS: the slot-ms per pair a run of PAIRS pairs in WALL_S seconds on as
+                many slots may spend, against what the calls spent, split into the pairs' own work (load,
+                references, execution, evidence, other) and the losses around them (startup, replay, hung,
+                idle, unaccounted): whether ending every loss would reach it, and by what factor the work per
+                pair would still have to shrink (the issue's 25 minutes for the bundled run's pairs, say)
 Only the calls given are counted: pass the states of calls made by one code (the `code` of each state says
 which) to measure that code.
 
@@ -35,6 +40,8 @@ from oracleaudit.status import Status
 # The phases of a slot's wall time (run_scale.py's call phases, "_s" dropped); the rest are the build pool's.
 SLOT_PHASES = ("startup", "build_load", "load", "references", "execution", "evidence", "replay", "hung", "other",
                "idle")
+# The pairs' own work; the other slot phases (and unaccounted slot time) are losses a better schedule could end.
+WORK_PHASES = ("build_load", "load", "references", "execution", "evidence", "other")
 ROW_COLUMNS = ["problem", "mutant_id", "input_id", "output_index", "status", "inferred"]
 
 
@@ -112,6 +119,23 @@ def losses(states: list[dict], tables: list[pa.Table], slots: int) -> dict:
     return out
 
 
+def target(result: dict, wall_s: float, pairs: int) -> dict:
+    """`losses`' figures against a run of `pairs` pairs in `wall_s` seconds on the same slots: the slot-ms per
+    pair it allows, the calls' slot-ms per pair (work and losses, unaccounted slot time among the losses),
+    and how far the work alone is from the allowance."""
+    if not (wall_s > 0 and pairs > 0):
+        raise ValueError(f"--target needs a wall time and a pair count above 0, got {wall_s} and {pairs}")
+    if not result["pairs"]:
+        raise ValueError("the calls ran no pair: no slot time per pair to compare")
+    allowed = wall_s * result["slots"] / pairs * 1000
+    spent = result["slot_s"] / result["pairs"] * 1000
+    work = sum(result["phases"][name]["s"] for name in WORK_PHASES) / result["pairs"] * 1000
+    return {"wall_s": wall_s, "pairs": pairs, "allowed_ms_per_pair": round(allowed, 2),
+            "spent_ms_per_pair": round(spent, 2), "work_ms_per_pair": round(work, 2),
+            "losses_ms_per_pair": round(spent - work, 2), "spent_over_allowed": round(spent / allowed, 3),
+            "reached_without_losses": work <= allowed, "work_over_allowed": round(work / allowed, 3)}
+
+
 def _number(value: float | None, spec: str, scale: float = 1.0) -> str:
     return "-" if value is None else format(value * scale, spec)
 
@@ -136,6 +160,13 @@ def _print(result: dict) -> None:
                  f"{_number(h['hung_s_per_hung_variant'], '.3f')} slot-s each: "
                  f"{_number(h['share_of_slot_s'], '.1f', 100)}% of slot time")
     print(line)
+    t = result.get("target")
+    if t:
+        print(f"target {t['pairs']} pairs in {t['wall_s']:g} s: {t['allowed_ms_per_pair']:.2f} slot-ms per pair "
+              f"allowed, {t['spent_ms_per_pair']:.2f} spent ({t['spent_over_allowed']:.2f}×): work "
+              f"{t['work_ms_per_pair']:.2f}, losses {t['losses_ms_per_pair']:.2f}; without any loss "
+              + ("within it" if t["reached_without_losses"] else
+                 f"still {t['work_over_allowed']:.2f}× over: the work per pair must shrink too"))
 
 
 def main() -> None:
@@ -146,6 +177,8 @@ def main() -> None:
     parser.add_argument("--evidence", type=Path, action="append", default=[],
                         help="a store the calls wrote (repeat; plain or packed)")
     parser.add_argument("--slots", type=int, default=8, help="workers per GPU × GPUs of the calls (default 8)")
+    parser.add_argument("--target", nargs=2, type=float, metavar=("WALL_S", "PAIRS"),
+                        help="a run of PAIRS pairs in WALL_S seconds on these slots: what it allows per pair")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     if args.slots < 1:
@@ -153,6 +186,8 @@ def main() -> None:
     states = [json.loads(path.read_text()) for path in args.state]
     tables = [EvidenceStore(path).open().read_table(columns=ROW_COLUMNS) for path in args.evidence]
     result = losses(states, tables, args.slots)
+    if args.target:
+        result["target"] = target(result, args.target[0], int(args.target[1]))
     result["states"] = [str(path) for path in args.state]
     result["evidence"] = [str(path) for path in args.evidence]
     result["code"] = [state.get("code") for state in states]

@@ -104,3 +104,28 @@ def test_no_slot_time_is_lost_or_made_up(slots: int) -> None:
     result = run_losses.losses([{"full": {"calls": [call(100.0, **phases)]}}], [], slots=slots)
     assert sum(p["s"] for p in result["phases"].values()) == 100.0
     assert result["unaccounted_share"] == round(1 - 100 / (100 * slots), 4)
+
+
+def test_target_splits_the_slot_time_per_pair_into_work_and_losses() -> None:
+    # 2 slots × 100 s = 200 slot-s for 1000 pairs: 200 slot-ms a pair, of which 120 work and 80 losses
+    states = [{"full": {"calls": [call(100.0, evidence=80.0, references=30.0, load=10.0, idle=50.0, hung=20.0)]}}]
+    result = run_losses.losses(states, [], slots=2)
+    near = run_losses.target(result, wall_s=65.0, pairs=1000)  # allows 130 slot-ms a pair
+    assert near == {"wall_s": 65.0, "pairs": 1000, "allowed_ms_per_pair": 130.0, "spent_ms_per_pair": 200.0,
+                    "work_ms_per_pair": 120.0, "losses_ms_per_pair": 80.0, "spent_over_allowed": 1.538,
+                    "reached_without_losses": True, "work_over_allowed": 0.923}
+    far = run_losses.target(result, wall_s=30.0, pairs=1000)  # 60 slot-ms a pair: half the work alone
+    assert not far["reached_without_losses"] and far["work_over_allowed"] == 2.0
+    with pytest.raises(ValueError, match="above 0"):
+        run_losses.target(result, wall_s=0.0, pairs=1000)
+
+
+def test_the_script_prints_the_target_line(tmp_path: Path) -> None:
+    state = tmp_path / "scale.json"
+    state.write_text(json.dumps({"full": {"calls": [call(100.0, evidence=150.0, idle=50.0)]}}))
+    done = subprocess.run([sys.executable, str(SCRIPT), "--state", str(state), "--slots", "2", "--target", "50",
+                           "1000", "--out", str(tmp_path / "losses.json")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "100.00 slot-ms per pair allowed, 200.00 spent (2.00×): work 150.00, losses 50.00; without any loss " \
+           "still 1.50× over" in done.stdout
+    assert json.loads((tmp_path / "losses.json").read_text())["target"]["work_over_allowed"] == 1.5
