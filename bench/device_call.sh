@@ -22,10 +22,11 @@
 #                                                  mutant of level3/4_GRUCell_Sequence, whose fp64 references shard 2
 #                                                  got wrong) into out/reobserve1 (shard1) or out/reobserve-SET, back
 #                                                  as a tar of that name: merged first, its rows replace theirs
-#   bash bench/device_call.sh pair-cost [ARGS]     bench/pair_cost.py ARGS on bench/data/full_run's sample
+#   bash bench/device_call.sh pair-cost [ARGS]     bench/pair_cost.py ARGS on bench/data/full_run's sample (its
+#                                                  stderr in $OUT/pair_cost.log.gz)
 #   bash bench/device_call.sh fault-tail [ARGS]    bench/fault_tail.py prepare ARGS (unless out/fault_tail is carried),
 #                                                  then run: faulty variants handed to the queue against run by their
-#                                                  slice; fault_tail.json in $OUT
+#                                                  slice; fault_tail.json and its stderr (fault_tail.log.gz) in $OUT
 #   bash bench/device_call.sh sizes PART [ARGS]    bench/size_findings.py PART --work out/size_findings ARGS, the work
 #                                                  folder restored from out/carry/sizes.tar.* and sent back likewise
 #   bash bench/device_call.sh real                 run_scale.py real (KernelBench's own sizes at 8 workers per GPU)
@@ -88,6 +89,12 @@ send_back() {  # NAME PATH...: a tar of PATHs split into $OUT/NAME.tar.*
 ended() {  # STATE: whether run_scale.py's state file says its run has ended (false if it is missing)
     python3 -c "import json, sys; from bench.run_scale import ended
 sys.exit(0 if ended(json.load(open(sys.argv[1]))) else 1)" "$1" 2>/dev/null
+}
+keep_log() {  # NAME: /tmp/NAME.log back as $OUT/NAME.log.gz; shown: its count of tracebacks and its last lines
+    # but the tracebacks' frames (a failure of the benchmark itself ends with its error line)
+    gzip -c "/tmp/$1.log" > "$OUT/$1.log.gz"
+    echo "$1: $(grep -c '^Traceback' "/tmp/$1.log") tracebacks in its stderr ($OUT/$1.log.gz); its last lines:"
+    grep -v -e '^\s' -e '^Traceback' "/tmp/$1.log" | tail -5
 }
 restore() {  # NAME DIR: DIR from out/carry/NAME.tar.* unless DIR is here already (a warm machine)
     if [ ! -e "$2" ] && ls "out/carry/$1.tar."* >/dev/null 2>&1; then
@@ -202,13 +209,19 @@ json.dump({'memory': m} if m else {}, open('$state', 'w'))"
 fault-tail)
     export ORACLEAUDIT_CACHE=$PWD/.oa-cache
     # prepared here unless carried (prepare reads the committed shards, which bench/device_tree.sh parks)
+    # stderr (the mutants' own tracebacks) to $OUT/fault_tail.log.gz: in the output it buries the figures
     { [ -d out/fault_tail/mutants ] || python3 bench/fault_tail.py prepare --work out/fault_tail "$@"; } \
-        && timeout "$(left 20)" python3 bench/fault_tail.py run --work out/fault_tail --budget-s "$(left 40)"
+        && timeout "$(left 20)" python3 bench/fault_tail.py run --work out/fault_tail --budget-s "$(left 40)" \
+        2> /tmp/fault_tail.log
     echo "fault_tail exit $?"
+    keep_log fault_tail
     cp out/fault_tail/fault_tail.json "$OUT/"
     ;;
 pair-cost)
-    ORACLEAUDIT_CACHE=$PWD/.oa-cache python3 bench/pair_cost.py --mutants bench/data/full_run --json "$OUT/pair_cost.json" "$@"
+    ORACLEAUDIT_CACHE=$PWD/.oa-cache python3 bench/pair_cost.py --mutants bench/data/full_run --json "$OUT/pair_cost.json" \
+        "$@" 2> /tmp/pair_cost.log
+    echo "pair_cost exit $?"
+    keep_log pair_cost
     ;;
 sizes)
     restore sizes out/size_findings

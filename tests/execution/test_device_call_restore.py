@@ -91,3 +91,31 @@ def test_a_shard_whose_committed_store_is_parked_is_skipped_when_its_state_has_e
     assert done.returncode == 0, done.stderr
     assert "1/2 has ended (bench/results/full_run/scale1.json): skipped" in done.stdout
     assert not (root / "out" / "shard1").exists() and not (root / "out" / "scale1.json").exists()
+
+
+STAND_IN = '''import sys
+from pathlib import Path
+for _ in range(2):
+    print("Traceback (most recent call last):\\n  File \\"x.py\\", line 1\\nRuntimeError: CUDA error", file=sys.stderr)
+print("queue: 90.0 s, 4 handed off")
+Path("out/fault_tail/fault_tail.json").write_text("{}")
+'''
+
+
+def test_fault_tail_keeps_the_mutants_tracebacks_out_of_the_output_and_sends_them_back_gzipped(tmp_path: Path) -> None:
+    """bench/fault_tail.py stands in as a script that writes two tracebacks to stderr and a figure to stdout."""
+    import gzip
+
+    root = _root(tmp_path)
+    (root / "bench" / "fault_tail.py").write_text(STAND_IN)
+    (root / "out" / "fault_tail" / "mutants").mkdir(parents=True)  # carried: prepare is not run
+    out = tmp_path / "OUT"
+    out.mkdir()
+    done = subprocess.run(["bash", "bench/device_call.sh", "fault-tail"], cwd=root, capture_output=True, text=True,
+                          env={**os.environ, "OUT": str(out), "LIMIT": "600"}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "queue: 90.0 s, 4 handed off" in done.stdout and "fault_tail exit 0" in done.stdout
+    assert "fault_tail: 2 tracebacks in its stderr" in done.stdout and "Traceback (most" not in done.stdout
+    assert done.stdout.count("RuntimeError: CUDA error") == 2  # the errors' lines, not their frames
+    assert gzip.decompress((out / "fault_tail.log.gz").read_bytes()).decode().count("RuntimeError: CUDA error") == 2
+    assert (out / "fault_tail.json").read_text() == "{}"
