@@ -14,7 +14,10 @@
              finished on the GPU, as before), and the ratio of pairs per second to the first bound is printed.
              With --pinned 0,1 each count also runs with the worker's model templates on the host in pageable
              memory (0, as before) and in pinned memory (1: asynchronous copies; models.PINNED_ENV), and the
-             ratio of pairs per second of 1 over 0 is printed.
+             ratio of pairs per second of 1 over 0 is printed. With --job-size N the sample's jobs are cut into
+             slices of at most N variants (the run's JOB_SIZE by default): with fewer jobs than slots, as many
+             workers as jobs at most have work, and more workers measure nothing. The figures so far are
+             written to --json after each timed run (`"partial": true` until the end).
     kernels  one job per sampled solution, each in a child process with the GPU to itself, under
              torch.profiler (CUDA activity): per pair, the device microseconds and launches of its kernels
              and copies by kind (the fused evidence kernels, memory copies and sets, reductions such as the
@@ -44,6 +47,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
+
+from oracleaudit.execution.plan import JOB_SIZE
 
 SETTINGS = ("order", "host_pairs", "pinned")  # what --orders, --host-pairs and --pinned vary, in that order
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,8 +124,10 @@ def _sample(mutants: Path, solutions: int, per_solution: int, out: Path, named: 
     return chosen
 
 
-def _workers(sample: Path, pool: str, counts: list[int], settings: list[dict], work: Path) -> list[dict]:
-    """Each worker count under each setting, side by side in this one process, each into a fresh store. A
+def _workers(sample: Path, pool: str, counts: list[int], settings: list[dict], work: Path, job_size: int,
+             partial: Callable[[list[dict]], None] = lambda done: None) -> list[dict]:
+    """Each worker count under each setting, side by side in this one process, each into a fresh store, its
+    jobs cut into slices of at most `job_size` variants (`partial` gets the entries so far after each). A
     setting names the pair order (the worker's `ORDER_ENV`: "auto" chooses input by input by bytes,
     "variant" is the order of before) and, where given, the most hull candidates finished on the CPU
     (`evidence_kernels.HOST_PAIRS_ENV`) and whether model templates on the host are pinned
@@ -133,7 +141,8 @@ def _workers(sample: Path, pool: str, counts: list[int], settings: list[dict], w
 
     names = {"order": ORDER_ENV, "host_pairs": HOST_PAIRS_ENV, "pinned": PINNED_ENV}
     started = time.perf_counter()
-    runner.run(sample, work / "evidence-warm-up", pool=pool, workers_per_gpu=max(counts), show_progress=False)
+    runner.run(sample, work / "evidence-warm-up", pool=pool, workers_per_gpu=max(counts), show_progress=False,
+               job_size=job_size)
     print(f"warm-up run (not timed): {time.perf_counter() - started:.1f} s", flush=True)
     results = []
     for count in counts:
@@ -143,7 +152,7 @@ def _workers(sample: Path, pool: str, counts: list[int], settings: list[dict], w
             started = time.perf_counter()
             try:
                 result = runner.run(sample, work / f"evidence-w{count}-{label}", pool=pool, workers_per_gpu=count,
-                                    show_progress=False)
+                                    show_progress=False, job_size=job_size)
             finally:
                 for key in setting:
                     os.environ.pop(names[key], None)
@@ -156,6 +165,7 @@ def _workers(sample: Path, pool: str, counts: list[int], settings: list[dict], w
             print(f"{count} workers, {setting}: {wall:6.1f} s, {entry['pairs_per_s']:7.1f} pairs/s, GPU busy "
                   f"{entry['gpu_busy_fraction']}, phases {summary['phases']}", flush=True)
             results.append(entry)
+            partial(results)
     return results
 
 
@@ -255,11 +265,14 @@ def main() -> None:
     parser.add_argument("--pinned", default="", metavar="0,1",
                         help="model templates on the host in pageable (0) or pinned (1) memory, timed side by "
                              "side; default the package's (pinned)")
+    parser.add_argument("--job-size", type=int, default=JOB_SIZE, metavar="N",
+                        help=f"variants per slice (default {JOB_SIZE}, the run's): fewer cut the sample into more "
+                             "slices than slots, so that a count of workers is not bounded by the count of jobs")
     parser.add_argument("--no-kernels", action="store_true", help="skip the kernels part (torch.profiler)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the figures here")
     args = parser.parse_args()
-    if args.solutions < 1 or args.per_solution < 1:
-        parser.error("--solutions and --per-solution must be ≥ 1")
+    if args.solutions < 1 or args.per_solution < 1 or args.job_size < 1:
+        parser.error("--solutions, --per-solution and --job-size must be ≥ 1")
     orders = args.orders.split(",")
     if not orders or set(orders) - {"auto", "variant"}:
         parser.error(f"--orders takes auto and variant, got {args.orders!r}")
@@ -276,7 +289,13 @@ def main() -> None:
         prebuild(sample, args.pool)
         settings = [{"order": order, **({"host_pairs": n} if n else {}), **({"pinned": pin} if pinned else {})}
                     for order in orders for n in (args.host_pairs or [None]) for pin in (pinned or [None])]
-        workers = _workers(sample, args.pool, args.workers, settings, work)
+        def partial(done: list[dict]) -> None:  # a call cut off later keeps the counts timed so far
+            if args.json:
+                args.json.write_text(json.dumps({"solutions": chosen, "per_solution": args.per_solution,
+                                                 "job_size": args.job_size, "workers": done, "partial": True},
+                                                indent=1) + "\n")
+
+        workers = _workers(sample, args.pool, args.workers, settings, work, args.job_size, partial)
         records, lost = ([], []) if args.no_kernels else _kernels(sample, args.pool, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -284,8 +303,8 @@ def main() -> None:
     widest = workers[-1]
     if kernels.get("device_us_per_pair"):
         kernels["gpu_share_of_pairs_own_work"] = round(kernels["device_us_per_pair"] * 1e-6 * widest["pairs_per_s"], 3)
-    result = {"solutions": chosen, "per_solution": args.per_solution, "workers": workers, "kernels": kernels,
-              "lost": lost}
+    result = {"solutions": chosen, "per_solution": args.per_solution, "job_size": args.job_size, "workers": workers,
+              "kernels": kernels, "lost": lost}
     ratios = order_ratios(workers)
     if ratios:
         result["auto_over_variant_order"] = ratios

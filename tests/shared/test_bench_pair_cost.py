@@ -144,3 +144,9 @@ def test_a_pinned_value_other_than_0_or_1_is_refused() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "pair_cost.py"), "--mutants", "x", "--pinned", "2"],
                           capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 2 and "--pinned takes 0 and 1" in done.stderr
+
+
+def test_a_job_size_below_1_is_refused() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "pair_cost.py"), "--mutants", "x", "--job-size", "0"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "--job-size must be ≥ 1" in done.stderr and "Traceback" not in done.stderr
