@@ -204,6 +204,13 @@ def test_the_readme_states_the_exit_code_rule() -> None:
     assert all(f"`{code}`" in rule for code in (0, 1, 2, 130))
 
 
+def test_the_readme_names_every_benchmark_script() -> None:
+    root = Path(__file__).parents[2]
+    readme = (root / "README.md").read_text()
+    scripts = sorted(p.name for p in (root / "bench").iterdir() if p.suffix in (".py", ".sh") and p.name != "__init__.py")
+    assert scripts and [name for name in scripts if f"`{name}`" not in readme] == []
+
+
 def test_a_gzipped_mutants_file_reads_as_the_plain_one_and_a_broken_one_is_one_line(tmp_path: Path, capsys) -> None:
     from oracleaudit.mutant import MUTANTS_GZ, gzipped, mutants_file, mutants_sha256, read_mutants
 
