@@ -148,8 +148,9 @@ def run(args) -> dict:
               f"{len(changed)} pairs with another status")
     stopped = [name for name, r in runs.items() if r["stopped"]]
     ratio, bound = part["wall_slice_over_queue"], part["bound"]
-    print("no ratio, neither run ended" if ratio is None else f"slice over queue: {bound + ' ' if bound else ''}"
-          f"{ratio}× the wall time" + (f" ({', '.join(stopped)} stopped at the budget)" if stopped else ""), flush=True)
+    cut = f" ({', '.join(stopped)} stopped at the budget)" if stopped else ""
+    print("no ratio, neither run ended" if ratio is None
+          else f"slice over queue: {bound + ' ' if bound else ''}{ratio}× the wall time{cut}", flush=True)
     return part
 
 

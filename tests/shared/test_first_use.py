@@ -207,7 +207,8 @@ def test_the_readme_states_the_exit_code_rule() -> None:
 def test_the_readme_names_every_benchmark_script() -> None:
     root = Path(__file__).parents[2]
     readme = (root / "README.md").read_text()
-    scripts = sorted(p.name for p in (root / "bench").iterdir() if p.suffix in (".py", ".sh") and p.name != "__init__.py")
+    scripts = sorted(p.name for p in (root / "bench").iterdir()
+                     if p.suffix in (".py", ".sh") and p.name != "__init__.py")
     assert scripts and [name for name in scripts if f"`{name}`" not in readme] == []
 
 
