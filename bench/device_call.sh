@@ -166,20 +166,19 @@ full|reobserve)
             name=$item state=out/scale-$item.json mutants=(--mutants "bench/data/reobserve/$set_" --reobserving)
         fi
         restore "$name" "out/$name-packed"
-        # a shard whose committed state has ended is skipped even where its store is not here (parked:
-        # bench/device_tree.sh), rather than run again from its start
-        if [ "$part" = full ] && [ ! -e "$state" ] && [ ! -e "out/$name-packed" ] && [ ! -d "out/$name" ] \
-                && [ ! -d "bench/results/full_run/$name" ] && ended "bench/results/full_run/scale${item%/*}.json"; then
-            echo "$item has ended (bench/results/full_run/scale${item%/*}.json): skipped"
-            continue
-        fi
-        # else a shard a past session committed before it ended (bench/results/full_run/shardK with its
-        # state): the carry of a past session is lost with its machine
-        if [ "$part" = full ] && [ ! -e "out/$name-packed" ] && [ ! -d "out/$name" ] \
-                && [ -d "bench/results/full_run/$name" ]; then
-            echo "restoring out/$name-packed from bench/results/full_run/$name"
-            cp -r "bench/results/full_run/$name" "out/$name-packed"
-            cp "bench/results/full_run/scale${item%/*}.json" "$state"
+        # no piece of the shard here: from the committed one (bench/results/full_run/shardK with its state; the
+        # carry of a past session is lost with its machine), or, its store parked (bench/device_tree.sh), skipped
+        # when its committed state has ended rather than run again from its start
+        committed=bench/results/full_run/scale${item%/*}.json
+        if [ "$part" = full ] && [ ! -e "out/$name-packed" ] && [ ! -d "out/$name" ]; then
+            if [ -d "bench/results/full_run/$name" ]; then
+                echo "restoring out/$name-packed from bench/results/full_run/$name"
+                cp -r "bench/results/full_run/$name" "out/$name-packed"
+                cp "$committed" "$state"
+            elif [ ! -e "$state" ] && ended "$committed"; then
+                echo "$item has ended ($committed): skipped"
+                continue
+            fi
         fi
         if ended "$state"; then
             echo "$item has ended: skipped"
