@@ -48,7 +48,7 @@ def cost(problem_file: Path, pool, root: Path) -> dict:
         if key not in modules:  # the worker loads one module per shape group; not timed
             modules[key] = entry.load_problem(problem)
         started = time.perf_counter()
-        inputs = [t for t in tensors(entry.make_inputs(modules[key], "cpu"))]
+        inputs = tensors(entry.make_inputs(modules[key], "cpu"))
         made += time.perf_counter() - started
         nbytes += sum(t.numel() * t.element_size() for t in inputs)
         started = time.perf_counter()
