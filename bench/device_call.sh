@@ -24,9 +24,11 @@
 #                                                  as a tar of that name: merged first, its rows replace theirs
 #   bash bench/device_call.sh pair-cost [ARGS]     bench/pair_cost.py ARGS on bench/data/full_run's sample (its
 #                                                  stderr in $OUT/pair_cost.log.gz)
-#   bash bench/device_call.sh fault-tail [ARGS]    bench/fault_tail.py prepare ARGS (unless out/fault_tail is carried),
-#                                                  then run: faulty variants handed to the queue against run by their
-#                                                  slice; fault_tail.json and its stderr (fault_tail.log.gz) in $OUT
+#   bash bench/device_call.sh fault-tail [ARGS] [-- RUN ARGS]
+#                                                  bench/fault_tail.py prepare ARGS (unless out/fault_tail is carried),
+#                                                  then run RUN ARGS: faulty variants handed to the queue against run
+#                                                  by their slice, or with --floors A,B two deadline floors;
+#                                                  fault_tail.json and its stderr (fault_tail.log.gz) in $OUT
 #   bash bench/device_call.sh sizes PART [ARGS]    bench/size_findings.py PART --work out/size_findings ARGS, the work
 #                                                  folder restored from out/carry/sizes.tar.* and sent back likewise
 #   bash bench/device_call.sh real                 run_scale.py real (KernelBench's own sizes at 8 workers per GPU)
@@ -209,9 +211,14 @@ fault-tail)
     export ORACLEAUDIT_CACHE=$PWD/.oa-cache
     # prepared here unless carried (prepare reads the committed shards, which bench/device_tree.sh parks)
     # stderr (the mutants' own tracebacks) to $OUT/fault_tail.log.gz: in the output it buries the figures
-    { [ -d out/fault_tail/mutants ] || python3 bench/fault_tail.py prepare --work out/fault_tail "$@"; } \
+    # ARGS before "--" go to prepare, those after it to run (--floors 5,2, say)
+    prepare_args=() run_args=()
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do prepare_args+=("$1"); shift; done
+    [ "${1:-}" = "--" ] && shift && run_args=("$@")
+    { [ -d out/fault_tail/mutants ] \
+        || python3 bench/fault_tail.py prepare --work out/fault_tail "${prepare_args[@]}"; } \
         && timeout "$(left 20)" python3 bench/fault_tail.py run --work out/fault_tail --budget-s "$(left 40)" \
-        2> /tmp/fault_tail.log
+        "${run_args[@]}" 2> /tmp/fault_tail.log
     echo "fault_tail exit $?"
     keep_log fault_tail
     cp out/fault_tail/fault_tail.json "$OUT/"

@@ -6,21 +6,28 @@ variants one by one after the others; 17.6% went to the 20 hung variants (0.7% o
 inputs each waited for the full 5 s deadline floor; and 8% to starting workers. `oracleaudit run` now hands a
 variant that crashed or hung back to the front of the work queue as a job of its own, gives a hung variant's
 cover inputs a 2 s floor and keeps a spare worker started ahead (`execution.run(supervision="queue")`); the
-behaviour before is kept as `supervision="slice"`.
+behaviour before is kept as `supervision="slice"`. With --floors it measures the deadline floor instead: the
+5 s floor is most of nearly every pair's deadline (in the bundled evidence the original's kernel time on the
+pair's input is under 50 ms for 99.9% of the mutants' pairs), and a hang costs its slot about three deadlines
+(the miss, then the retry at twice it), so a lower floor shortens hangs and may turn slow pairs on a shared GPU
+into Timeouts: both show side by side.
 
     prepare  (CPU) WORK/mutants: the solutions of bench/data/full_run with the most mutants that hung or
              crashed in the committed shards (an observed Timeout, or a sticky CUDA error: AcceleratorError or
              WorkerDied), each with every such mutant and its first --others other Pending mutants by id
     run      (GPU) builds the sample's extensions (not timed), then one run of each solution's original and
-             first mutant for the reference cache (not timed, supervision "queue"), then each supervision into a
-             fresh store, in the order given (--order, the faster first): wall seconds, variants/min, idle, hung
-             and startup seconds, handed-off variants, saved to WORK/fault_tail.json as each run ends; then the
-             ratio of wall times, and whether both stores hold the same status for every pair (a 2 s deadline is
-             the one thing that may change one; every such pair is listed). With --budget-s a run still going
-             then stops starting pairs: its wall time bounds its whole run's from below, and the ratio is a bound
+             first mutant for the reference cache (not timed, supervision "queue"), then each arm into a fresh
+             store, in order: the two supervisions (--order, the faster first), or with --floors A,B the queue
+             supervision at each deadline floor (`--timeout-floor`; a hung variant's cover inputs get the
+             smaller of it and 2 s). Per arm: wall seconds, variants/min, idle, hung and startup seconds,
+             handed-off variants, saved to WORK/fault_tail.json as each run ends; then the second arm's wall time
+             over the first's (slice over queue for the supervisions), and every pair whose status differs
+             between the two stores (a deadline is the one thing that may change one: a lower floor turns a
+             slow pair into a Timeout). With --budget-s a run still going then stops starting pairs: its wall
+             time bounds its whole run's from below, and the ratio is a bound
 
     PYTHONPATH=. python bench/fault_tail.py prepare --work out/fault_tail
-    PYTHONPATH=. python bench/fault_tail.py run --work out/fault_tail
+    PYTHONPATH=. python bench/fault_tail.py run --work out/fault_tail [--floors 5,2]
 """
 
 from __future__ import annotations
@@ -117,22 +124,23 @@ def run(args) -> dict:
                cover=covering(), per_solution=1)
     print(f"build and warm-up run (not timed): {time.perf_counter() - begun:.1f} s, the warm-up "
           f"{time.perf_counter() - started:.1f} s", flush=True)
-    part = {"order": list(args.order), "workers_per_gpu": args.workers_per_gpu, "budget_s": args.budget_s,
-            "runs": {}}
-    for supervision in args.order:
+    part = {"arms": [name for name, _ in arms(args)], "workers_per_gpu": args.workers_per_gpu,
+            "budget_s": args.budget_s, "runs": {}}
+    for name, settings in arms(args):
         left = None if args.budget_s is None else args.budget_s - (time.perf_counter() - begun) - STOP_MARGIN_S
         if left is not None and left <= 0:
-            print(f"{supervision}: not run, the budget is spent", flush=True)
+            print(f"{name}: not run, the budget is spent", flush=True)
             break
-        result = runner.run(sample_dir, args.work / f"evidence-{supervision}", workers_per_gpu=args.workers_per_gpu,
-                            show_progress=False, cover=covering(), supervision=supervision, stop_after_s=left)
+        result = runner.run(sample_dir, args.work / f"evidence-{name}", workers_per_gpu=args.workers_per_gpu,
+                            show_progress=False, cover=covering(), stop_after_s=left, **settings)
         summary = result.summary()
         phases = summary["phases"]
-        part["runs"][supervision] = {key: summary[key] for key in (
+        part["runs"][name] = {key: summary[key] for key in (
             "variants_run", "pairs_run", "wall_s", "execution_wall_s", "variants_per_min", "gpu_busy_fraction",
             "restarts", "hangs", "crashes", "replays", "handed_off", "errors", "stopped")}
-        part["runs"][supervision]["phases"] = phases
-        print(f"{supervision}: {summary['wall_s']:.1f} s{' (stopped at the budget)' if summary['stopped'] else ''}, "
+        part["runs"][name]["phases"] = phases
+        part["runs"][name]["settings"] = settings
+        print(f"{name}: {summary['wall_s']:.1f} s{' (stopped at the budget)' if summary['stopped'] else ''}, "
               f"{summary['pairs_run']} pairs, {summary['variants_per_min']} variants/min, idle {phases['idle_s']} s, "
               f"hung {phases['hung_s']} s, startup {phases['startup_s']} s, {summary['handed_off']} handed off, "
               f"{summary['restarts']} restarts", flush=True)
@@ -140,33 +148,48 @@ def run(args) -> dict:
     runs = part["runs"]
     if len(runs) < 2:
         return part
-    part.update(compare(runs))
-    if "variants_per_min_queue_over_slice" in part:
-        changed = differences(statuses(args.work / "evidence-slice"), statuses(args.work / "evidence-queue"))
-        part.update(pairs_with_another_status=len(changed), changed=changed[:50])
-        print(f"queue over slice: {part['variants_per_min_queue_over_slice']}× the variants/min; "
-              f"{len(changed)} pairs with another status")
+    base, other = ("queue", "slice") if not args.floors else tuple(runs)
+    part.update(compare(runs, base, other))
+    changed = differences(statuses(args.work / f"evidence-{base}"), statuses(args.work / f"evidence-{other}"))
+    part.update(pairs_with_another_status=len(changed), changed=changed[:50])
     stopped = [name for name, r in runs.items() if r["stopped"]]
-    ratio, bound = part["wall_slice_over_queue"], part["bound"]
-    cut = f" ({', '.join(stopped)} stopped at the budget)" if stopped else ""
-    print("no ratio, neither run ended" if ratio is None
-          else f"slice over queue: {bound + ' ' if bound else ''}{ratio}× the wall time{cut}", flush=True)
+    ratio, bound = part["wall_ratio"], part["bound"]
+    cut = f" ({', '.join(stopped)} stopped at the budget: pairs missing from it count as another status)" \
+        if stopped else ""
+    print(("no ratio, neither run ended" if ratio is None
+           else f"{part['ratio_of']}: {bound + ' ' if bound else ''}{ratio}× the wall time") +
+          f"; {len(changed)} pairs with another status{cut}", flush=True)
     return part
 
 
-def compare(runs: dict[str, dict]) -> dict:
-    """The two supervisions' runs side by side: slice's wall time over queue's, and queue's variants/min over
-    slice's. A run stopped at the budget observed only part of the sample: its wall time is a lower bound of
-    its whole run's, so the wall ratio is a bound ("≥" when slice stopped, "≤" when queue did; no ratio when
-    both did) and variants/min, counted over different parts of the sample, are not compared."""
-    stopped = {name for name, r in runs.items() if r["stopped"]}
-    ratio = round(runs["slice"]["wall_s"] / runs["queue"]["wall_s"], 3)
-    if not stopped:
-        return {"bound": None, "wall_slice_over_queue": ratio, "variants_per_min_queue_over_slice":
-                round(runs["queue"]["variants_per_min"] / runs["slice"]["variants_per_min"], 3)}
+def arms(args) -> list[tuple[str, dict]]:
+    """The runs to compare, in order, each a name and its `execution.run` settings: the two supervisions
+    (--order), or with --floors the queue supervision at each deadline floor."""
+    if args.floors:
+        return [(f"floor-{floor:g}", {"supervision": "queue", "timeout_floor_s": floor}) for floor in args.floors]
+    return [(supervision, {"supervision": supervision}) for supervision in args.order]
+
+
+def compare(runs: dict[str, dict], base: str, other: str) -> dict:
+    """Run `other`'s wall time over run `base`'s. A run stopped at the budget observed only part of the sample:
+    its wall time is a lower bound of its whole run's, so the ratio is a bound ("≥" when `other` stopped,
+    "≤" when `base` did; no ratio when both did)."""
+    stopped = {name for name in (base, other) if runs[name]["stopped"]}
+    ratio = round(runs[other]["wall_s"] / runs[base]["wall_s"], 3)
     if len(stopped) == 2:
-        return {"bound": None, "wall_slice_over_queue": None}
-    return {"bound": "≥" if stopped == {"slice"} else "≤", "wall_slice_over_queue": ratio}
+        ratio = None
+    bound = {frozenset(): None, frozenset({other}): "≥", frozenset({base}): "≤"}.get(frozenset(stopped))
+    return {"ratio_of": f"{other} over {base}", "bound": bound, "wall_ratio": ratio}
+
+
+def _floors(text: str) -> list[float]:
+    try:
+        floors = [float(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--floors takes two numbers of seconds, got {text!r}") from None
+    if len(floors) != 2 or len(set(floors)) != 2 or min(floors) <= 0:
+        raise argparse.ArgumentTypeError(f"--floors takes two different floors above 0 s, got {text!r}")
+    return floors
 
 
 def main() -> None:
@@ -184,6 +207,9 @@ def main() -> None:
     p.add_argument("--work", type=Path, required=True)
     p.add_argument("--workers-per-gpu", type=int, default=8)
     p.add_argument("--order", nargs=2, choices=SUPERVISION, default=["queue", "slice"])
+    p.add_argument("--floors", type=_floors, metavar="A,B", help="instead of the supervisions, the queue "
+                   "supervision at two deadline floors in seconds, the ratio B's over A's (5,2: the default floor "
+                   "against 2 s)")
     p.add_argument("--budget-s", type=float, help="seconds from the start by which every run has stopped starting "
                    "pairs; a run stopped there bounds the ratio (its wall time is a lower bound of its whole run's)")
     p.set_defaults(run=run)

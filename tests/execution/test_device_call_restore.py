@@ -98,6 +98,7 @@ from pathlib import Path
 for _ in range(2):
     print("Traceback (most recent call last):\\n  File \\"x.py\\", line 1\\nRuntimeError: CUDA error", file=sys.stderr)
 print("queue: 90.0 s, 4 handed off")
+print("args:", " ".join(sys.argv[1:]))
 Path("out/fault_tail/fault_tail.json").write_text("{}")
 '''
 
@@ -119,3 +120,18 @@ def test_fault_tail_keeps_the_mutants_tracebacks_out_of_the_output_and_sends_the
     assert done.stdout.count("RuntimeError: CUDA error") == 2  # the errors' lines, not their frames
     assert gzip.decompress((out / "fault_tail.log.gz").read_bytes()).decode().count("RuntimeError: CUDA error") == 2
     assert (out / "fault_tail.json").read_text() == "{}"
+
+
+def test_fault_tail_gives_the_arguments_after_a_double_dash_to_its_run(tmp_path: Path) -> None:
+    root = _root(tmp_path)
+    (root / "bench" / "fault_tail.py").write_text(STAND_IN)
+    (root / "out" / "fault_tail").mkdir(parents=True)  # no mutants there: prepare runs
+    out = tmp_path / "OUT"
+    out.mkdir()
+    done = subprocess.run(["bash", "bench/device_call.sh", "fault-tail", "--solutions", "2", "--", "--floors", "5,2"],
+                          cwd=root, capture_output=True, text=True, env={**os.environ, "OUT": str(out), "LIMIT": "600"},
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    prepare, run = [line for line in done.stdout.splitlines() if line.startswith("args:")]
+    assert prepare == "args: prepare --work out/fault_tail --solutions 2"
+    assert run.startswith("args: run --work out/fault_tail --budget-s ") and run.endswith(" --floors 5,2")

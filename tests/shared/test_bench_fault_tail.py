@@ -3,6 +3,7 @@ drawn around them, and the comparison of two stores' statuses (its GPU part runs
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import subprocess
@@ -87,13 +88,31 @@ def _run(wall_s: float, per_min: float, stopped: bool) -> dict:
     return {"wall_s": wall_s, "variants_per_min": per_min, "stopped": stopped}
 
 
-def test_compare_gives_ratios_only_where_both_runs_ended_and_a_bound_where_one_stopped() -> None:
-    ended = fault_tail.compare({"queue": _run(100.0, 60.0, False), "slice": _run(250.0, 24.0, False)})
-    assert ended == {"bound": None, "wall_slice_over_queue": 2.5, "variants_per_min_queue_over_slice": 2.5}
+def test_compare_gives_the_second_arm_s_wall_over_the_first_s_and_a_bound_where_one_stopped() -> None:
+    ended = fault_tail.compare({"queue": _run(100.0, 60.0, False), "slice": _run(250.0, 24.0, False)}, "queue",
+                               "slice")
+    assert ended == {"ratio_of": "slice over queue", "bound": None, "wall_ratio": 2.5}
     # slice stopped at 300 s: its whole run takes longer, so slice/queue is at least 3
-    assert fault_tail.compare({"queue": _run(100.0, 60.0, False), "slice": _run(300.0, 10.0, True)}) == {
-        "bound": "≥", "wall_slice_over_queue": 3.0}
-    assert fault_tail.compare({"queue": _run(365.0, 17.1, True), "slice": _run(300.0, 10.0, False)}) == {
-        "bound": "≤", "wall_slice_over_queue": 0.822}
-    assert fault_tail.compare({"queue": _run(365.0, 17.1, True), "slice": _run(300.0, 10.0, True)}) == {
-        "bound": None, "wall_slice_over_queue": None}
+    assert fault_tail.compare({"queue": _run(100.0, 60.0, False), "slice": _run(300.0, 10.0, True)}, "queue",
+                              "slice")["bound"] == "≥"
+    assert fault_tail.compare({"queue": _run(365.0, 17.1, True), "slice": _run(300.0, 10.0, False)}, "queue",
+                              "slice") == {"ratio_of": "slice over queue", "bound": "≤", "wall_ratio": 0.822}
+    assert fault_tail.compare({"queue": _run(365.0, 17.1, True), "slice": _run(300.0, 10.0, True)}, "queue",
+                              "slice") == {"ratio_of": "slice over queue", "bound": None, "wall_ratio": None}
+    floors = {"floor-5": _run(200.0, 12.0, False), "floor-2": _run(150.0, 16.0, False)}
+    assert fault_tail.compare(floors, "floor-5", "floor-2")["wall_ratio"] == 0.75
+
+
+def test_arms_are_the_supervisions_or_the_queue_at_each_floor() -> None:
+    args = argparse.Namespace(order=["queue", "slice"], floors=None)
+    assert fault_tail.arms(args) == [("queue", {"supervision": "queue"}), ("slice", {"supervision": "slice"})]
+    args.floors = [5.0, 2.0]
+    assert fault_tail.arms(args) == [("floor-5", {"supervision": "queue", "timeout_floor_s": 5.0}),
+                                     ("floor-2", {"supervision": "queue", "timeout_floor_s": 2.0})]
+
+
+@pytest.mark.parametrize("floors", ["5", "5,5", "5,0", "5,x", "5,2,1"])
+def test_run_refuses_floors_that_are_not_two_different_positive_numbers(tmp_path: Path, floors: str) -> None:
+    done = subprocess.run([sys.executable, str(SCRIPT), "run", "--work", str(tmp_path), "--floors", floors],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 2 and "--floors takes" in done.stderr
