@@ -124,9 +124,10 @@ def run(args) -> dict:
                cover=covering(), per_solution=1)
     print(f"build and warm-up run (not timed): {time.perf_counter() - begun:.1f} s, the warm-up "
           f"{time.perf_counter() - started:.1f} s", flush=True)
-    part = {"arms": [name for name, _ in arms(args)], "workers_per_gpu": args.workers_per_gpu,
+    planned = arms(args)
+    part = {"arms": [name for name, _ in planned], "workers_per_gpu": args.workers_per_gpu,
             "budget_s": args.budget_s, "runs": {}}
-    for name, settings in arms(args):
+    for name, settings in planned:
         left = None if args.budget_s is None else args.budget_s - (time.perf_counter() - begun) - STOP_MARGIN_S
         if left is not None and left <= 0:
             print(f"{name}: not run, the budget is spent", flush=True)
