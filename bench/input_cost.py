@@ -88,6 +88,8 @@ def main() -> None:
     parser.add_argument("--problems", type=int, help="only the first N problems by name")
     parser.add_argument("--json", type=Path, metavar="FILE")
     args = parser.parse_args()
+    if args.problems is not None and args.problems < 1:
+        parser.error(f"--problems must be ≥ 1, got {args.problems}")
     torch.set_num_threads(1)
     per_problem = slices(read_mutants(args.mutants))
     files = sorted(per_problem)[:args.problems]
@@ -112,4 +114,11 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    from oracleaudit.errors import OracleAuditError
+
+    try:
+        main()
+    except (OracleAuditError, OSError, ValueError) as err:
+        sys.exit(f"input_cost.py: error: {err}")

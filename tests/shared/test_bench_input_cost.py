@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from oracleaudit.execution.plan import JOB_SIZE
 from oracleaudit.mutant import read_mutants
 from oracleaudit.pool import Pool
@@ -50,3 +52,11 @@ def test_the_script_prints_and_writes_its_totals(tmp_path: Path) -> None:
     total = result["total"]
     assert total["make_s_in_slices"] == round(result["problems"][0]["make_s"] * result["problems"][0]["slices"], 1)
     assert "1 problems, 68 entries" in done.stdout
+
+
+@pytest.mark.parametrize("args, message", [(["--mutants", "/nonexistent/mutants"], "no such file"),
+                                           (["--mutants", str(MUTANTS), "--problems", "0"], "--problems must be ≥ 1")])
+def test_bad_input_is_one_line_not_a_traceback(args: list[str], message: str) -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "input_cost.py"), *args], capture_output=True,
+                          text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert done.returncode != 0 and message in done.stderr and "Traceback" not in done.stderr
