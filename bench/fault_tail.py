@@ -101,7 +101,7 @@ def statuses(store: Path) -> dict[tuple, str]:
     from oracleaudit.store import EvidenceStore
 
     rows = EvidenceStore(store).open().read(columns=["problem", "mutant_id", "input_id", "output_index", "status"])
-    return {key: status for *key, status in rows.itertuples(index=False)}
+    return {tuple(key): status for *key, status in rows.itertuples(index=False)}
 
 
 def differences(a: dict[tuple, str], b: dict[tuple, str]) -> list[dict]:

@@ -68,6 +68,15 @@ def test_prepare_writes_a_mutants_folder_that_a_run_reads(tmp_path: Path) -> Non
     assert all((tmp_path / "mutants" / "diffs" / f"{m.id}.diff").is_file() for m in written)
 
 
+def test_statuses_of_a_store_are_keyed_by_each_rows_pair_and_output() -> None:
+    rows = EvidenceStore(SHARD).open().read(columns=["problem", "mutant_id", "input_id", "output_index", "status"])
+    found = fault_tail.statuses(SHARD)
+    assert len(found) == len(rows.drop_duplicates(["problem", "mutant_id", "input_id", "output_index"]))
+    first = rows.iloc[0]
+    assert found[(first["problem"], first["mutant_id"], first["input_id"], first["output_index"])] == first["status"]
+    assert fault_tail.differences(found, found) == []
+
+
 def test_differences_name_each_pair_whose_status_changed_or_is_missing_on_one_side() -> None:
     a = {("P", "m1", "k", 0): "Ok", ("P", "m2", "k", 0): "Timeout", ("P", "m3", "k", 0): "Ok"}
     b = {("P", "m1", "k", 0): "Ok", ("P", "m2", "k", 0): "Ok", ("P", "m4", "k", 0): "Ok"}
