@@ -12,9 +12,10 @@
              With --host-pairs 2048,65536 each count also runs with each bound on the hull candidates
              finished on the CPU (evidence_kernels.HOST_PAIRS_ENV; 2048: every second transfer's candidates
              finished on the GPU, as before), and the ratio of pairs per second to the first bound is printed.
-             With --pinned 0,1 each count also runs with the worker's model templates on the host in pageable
-             memory (0, as before) and in pinned memory (1: asynchronous copies; models.PINNED_ENV), and the
-             ratio of pairs per second of 1 over 0 is printed. With --job-size N the sample's jobs are cut into
+             With --pinned 0,1 each count also runs with the worker's model templates on the host (input by
+             input) and its host entries (variant by variant: each pair copies its input and references to the
+             GPU) in pageable memory (0, as before) and in pinned memory (1: asynchronous copies;
+             models.PINNED_ENV), and the ratio of pairs per second of 1 over 0 is printed. With --job-size N the sample's jobs are cut into
              slices of at most N variants (the run's JOB_SIZE by default): with fewer jobs than slots, as many
              workers as jobs at most have work, and more workers measure nothing. The figures so far are
              written to --json after each timed run (`"partial": true` until the end).
@@ -130,8 +131,8 @@ def _workers(sample: Path, pool: str, counts: list[int], settings: list[dict], w
     jobs cut into slices of at most `job_size` variants (`partial` gets the entries so far after each). A
     setting names the pair order (the worker's `ORDER_ENV`: "auto" chooses input by input by bytes,
     "variant" is the order of before) and, where given, the most hull candidates finished on the CPU
-    (`evidence_kernels.HOST_PAIRS_ENV`) and whether model templates on the host are pinned
-    (`models.PINNED_ENV`)."""
+    (`evidence_kernels.HOST_PAIRS_ENV`) and whether model templates on the host and host entries copied for
+    every pair are pinned (`models.PINNED_ENV`)."""
     import os
 
     from oracleaudit import execution as runner
@@ -263,8 +264,8 @@ def main() -> None:
                         help="the most hull candidates finished on the CPU (evidence_kernels.HOST_PAIRS_ENV), "
                              "timed side by side (2048: none after the first transfer); default the package's")
     parser.add_argument("--pinned", default="", metavar="0,1",
-                        help="model templates on the host in pageable (0) or pinned (1) memory, timed side by "
-                             "side; default the package's (pinned)")
+                        help="model templates on the host and host entries copied for every pair in pageable (0) "
+                             "or pinned (1) memory, timed side by side; default the package's (pinned)")
     parser.add_argument("--job-size", type=int, default=JOB_SIZE, metavar="N",
                         help=f"variants per slice (default {JOB_SIZE}, the run's): fewer cut the sample into more "
                              "slices than slots, so that a count of workers is not bounded by the count of jobs")

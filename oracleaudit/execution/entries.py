@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from oracleaudit.tensors import tensor_bytes
+from oracleaudit.tensors import map_tensors, tensor_bytes
 
 
 @dataclass
@@ -18,10 +18,19 @@ class HostEntry:
     inputs: list
     ref32: list
     ref64: list
+    pinned: bool = False  # its tensors in page-locked memory: copied to the GPU asynchronously
 
     @property
     def bytes(self) -> int:
         return tensor_bytes(self.inputs) + tensor_bytes(self.ref32) + tensor_bytes(self.ref64)
+
+    def pin(self) -> None:
+        """Move its tensors to pinned (page-locked) memory: a copy from there to the GPU is queued like a kernel,
+        where one from pageable memory waits for everything the worker queued before it."""
+        self.inputs = map_tensors(self.inputs, lambda t: t.pin_memory())
+        self.ref32 = [t.pin_memory() for t in self.ref32]
+        self.ref64 = [t.pin_memory() for t in self.ref64]
+        self.pinned = True
 
 
 @dataclass

@@ -13,7 +13,7 @@ from oracleaudit.tensors import tensor_bytes
 
 __all__ = ["ModelTemplates"]
 
-PINNED_ENV = "ORACLEAUDIT_PINNED_TEMPLATES"  # "0": templates on the host in pageable memory (benchmarks)
+PINNED_ENV = "ORACLEAUDIT_PINNED_TEMPLATES"  # "0": templates and host entries in pageable memory (benchmarks)
 
 
 class ModelTemplates:

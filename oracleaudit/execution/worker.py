@@ -14,8 +14,9 @@ input, KernelBench's way of building it): the first input of every group, then t
 Within a run the pairs run input by input — the input and its references go to the GPU once for every variant,
 and every variant's template is kept on the host, out of reach of another variant's stray writes — unless an
 input's working set is smaller than the Model's weights and the group's inputs fit in host memory; then variant
-by variant, one template at a time on the GPU. (Copying an input and its references to the GPU for every pair
-was most of a pair's device time: the copies come from pageable memory.) The original runs first on every
+by variant, one template at a time on the GPU, each pair copying its input and references to the GPU from pinned
+memory (within `PINNED_BUDGET_BYTES`): from pageable memory such copies were most of a pair's device time, and
+each waited for everything the worker had queued, on a GPU time-sliced between the workers. The original runs first on every
 input, so the supervisor knows its time before any mutant's deadline. A fresh worker that continues a slice
 first runs again, unrecorded and in their place in that order, the pairs of `Job.replay` (each variant's inputs
 recorded in a process that died for another variant's fault), so that a variant's state across inputs does not
@@ -46,7 +47,7 @@ from typing import Any, Callable
 
 from oracleaudit.execution.entries import GpuEntry, HostEntry
 from oracleaudit.execution.guard import bits, checksums, poison_blocks
-from oracleaudit.execution.models import ModelTemplates
+from oracleaudit.execution.models import PINNED_ENV, ModelTemplates
 from oracleaudit.execution.observation import first_line, is_out_of_memory, row, status_of
 from oracleaudit.execution.phases import PhaseClock
 from oracleaudit.execution.plan import input_runs
@@ -55,6 +56,7 @@ from oracleaudit.status import ORIGINAL, REFERENCE, Status
 from oracleaudit.tensors import map_tensors, tensor_bytes, tensors, to_double
 
 HOST_BUDGET_BYTES = 4 << 30  # a worker's host copies of one group's inputs and references
+PINNED_BUDGET_BYTES = 1 << 30  # variant by variant: of those, the most kept in pinned memory
 TEMPLATE_BUDGET_BYTES = 4 << 30  # input by input: every variant's template model, on the host
 PROFILE_ENV = "ORACLEAUDIT_PROFILE"  # a folder: each job of a worker writes its cProfile statistics there
 ORDER_ENV = "ORACLEAUDIT_PAIR_ORDER"  # "variant": the order before input by input was chosen by bytes (benchmarks)
@@ -176,6 +178,7 @@ class JobRun:
         self.model64 = None
         self.host: OrderedDict[str, HostEntry] = OrderedDict()
         self.gpu: GpuEntry | None = None
+        self.pin_entries = False  # variant by variant, each pair copies its entry to the GPU: from pinned memory
         self.templates: dict[str, ModelTemplates] = {}
         self.pending_references = {e.key for e in group if e.key in job.record_references}
         pairs = [(v, e, e.key not in self.todo.get(v.key, ())) for v in self.variants for e in group
@@ -186,6 +189,7 @@ class JobRun:
                 index = {e.key: i for i, e in enumerate(group)}
                 pairs.sort(key=lambda p: (index[p[1].key], self.variants.index(p[0])))
             self.on_host = by_input
+            self.pin_entries = not by_input and self._pins()
             for variant, entry, replay in pairs:
                 if by_input:
                     self._drop_templates_over_budget()
@@ -276,13 +280,29 @@ class JobRun:
         self.gpu = None
         host = self._host_entry(entry)
         with self.clock("references"):
-            gpu = GpuEntry(entry, map_tensors(host.inputs, lambda t: t.to(self.device)),
-                           [t.to(self.device) for t in host.ref32], [t.to(self.device) for t in host.ref64])
+            if self.pin_entries and not host.pinned and self._pinned_bytes() + host.bytes <= PINNED_BUDGET_BYTES:
+                host.pin()
+
+            def move(t):
+                return t.to(self.device, non_blocking=t.is_pinned())
+
+            gpu = GpuEntry(entry, map_tensors(host.inputs, move), [move(t) for t in host.ref32],
+                           [move(t) for t in host.ref64])
             gpu.sums = self._sums(gpu)
         self.gpu = gpu
         if entry.key in self.pending_references:
             self._record_reference(gpu)
         return gpu
+
+    def _pins(self) -> bool:
+        """Whether host entries copied to the GPU for every pair are pinned: for a CUDA device, unless PINNED_ENV
+        is 0 (as for the templates)."""
+        import torch
+
+        return torch.device(self.device).type == "cuda" and os.environ.get(PINNED_ENV) != "0"
+
+    def _pinned_bytes(self) -> int:
+        return sum(h.bytes for h in self.host.values() if h.pinned)
 
     def _sums(self, gpu: GpuEntry):
         """The checksums of what the GPU keeps for the pairs of this entry, on the GPU (no transfer). The

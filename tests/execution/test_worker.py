@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import threading
 import types
+from collections import OrderedDict
 from types import SimpleNamespace
 
 import pytest
 import torch
 
 from oracleaudit.execution import guard, phases, worker
-from oracleaudit.execution.models import ModelTemplates
+from oracleaudit.execution.entries import HostEntry
+from oracleaudit.execution.models import PINNED_ENV, ModelTemplates
 from oracleaudit.kernelbench import WEIGHT_SEED
 
 EXTENSION = types.ModuleType("fake_extension")  # stands in for a compiled extension (a module object)
@@ -177,6 +179,51 @@ def test_the_order_of_before_can_be_asked_for_to_compare_them(monkeypatch) -> No
     monkeypatch.setenv(worker.ORDER_ENV, "variant")
     assert not job_run(torch.nn.ReLU())._by_input(entry_bytes=64, inputs=69)
     assert job_run(torch.nn.ReLU())._by_input(entry_bytes=1 << 30, inputs=69)
+
+
+def entry_run(pinned_budget_left: bool = True) -> tuple[worker.JobRun, HostEntry]:
+    """A JobRun variant by variant on the GPU with one host entry (nested inputs with a non-tensor among them)."""
+    run = job_run(torch.nn.Linear(4, 4).cuda())
+    run.device, run.clock, run.init, run.model64, run.gpu = "cuda:0", phases.PhaseClock(), [], None, None
+    run.pending_references = set()
+    host = HostEntry(SimpleNamespace(key="k"), [torch.randn(3, 5), (torch.arange(6).reshape(2, 3).t(), 7)],
+                     [torch.randn(4)], [torch.randn(4).double()])
+    run.host = OrderedDict(k=host)
+    run.pin_entries = run._pins()
+    return run, host
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pinned", [True, False])
+def test_variant_by_variant_an_entry_is_pinned_once_and_reaches_the_gpu_unchanged(monkeypatch, pinned) -> None:
+    """Each pair copies its entry to the GPU: from pinned memory (asynchronously), unless the benchmark switch
+    asks for pageable memory; the copies are the same tensors either way, strides included."""
+    if not pinned:
+        monkeypatch.setenv(PINNED_ENV, "0")
+    run, host = entry_run()
+    before = [t.clone() for t in (*worker.tensors(host.inputs), *host.ref32, *host.ref64)]
+    first = run._gpu_entry(host.entry)
+    kept = [t.data_ptr() for t in worker.tensors(host.inputs)]
+    run.gpu = None
+    second = run._gpu_entry(host.entry)  # the next pair's copy: the entry is pinned once
+    assert host.pinned is pinned
+    assert [t.data_ptr() for t in worker.tensors(host.inputs)] == kept
+    for gpu in (first, second):
+        on_gpu = [*worker.tensors(gpu.inputs), *gpu.ref32, *gpu.ref64]
+        assert all(t.is_cuda for t in on_gpu)
+        assert all(torch.equal(a.cpu(), b) and a.stride() == b.stride() for a, b in zip(on_gpu, before))
+        assert gpu.inputs[1][1] == 7
+    mine = [*worker.tensors(host.inputs), *host.ref32, *host.ref64]
+    assert all(t.is_pinned() is pinned for t in mine)
+
+
+@pytest.mark.gpu
+def test_entries_over_the_pinned_budget_stay_in_pageable_memory(monkeypatch) -> None:
+    monkeypatch.setattr(worker, "PINNED_BUDGET_BYTES", 64)
+    run, host = entry_run()
+    gpu = run._gpu_entry(host.entry)
+    assert not host.pinned and not any(t.is_pinned() for t in worker.tensors(host.inputs))
+    assert torch.equal(gpu.ref64[0].cpu(), host.ref64[0])
 
 
 def test_the_phase_clock_hands_out_each_second_once_and_nothing_while_a_phase_runs(monkeypatch) -> None:
