@@ -26,8 +26,13 @@ into Timeouts: both show side by side.
              slow pair into a Timeout). With --budget-s a run still going then stops starting pairs: its wall
              time bounds its whole run's from below, and the ratio is a bound
 
+    faulty   (CPU) every mutant that hung or crashed in the committed shards, one per line with its kind, to
+             --out (bench/data/faulty_mutants.tsv): what a throughput sample leaves out (pair_cost.py --exclude),
+             as the shards are not on the device (bench/device_tree.sh parks them)
+
     PYTHONPATH=. python bench/fault_tail.py prepare --work out/fault_tail
     PYTHONPATH=. python bench/fault_tail.py run --work out/fault_tail [--floors 5,2]
+    PYTHONPATH=. python bench/fault_tail.py faulty --out bench/data/faulty_mutants.tsv
 """
 
 from __future__ import annotations
@@ -95,6 +100,19 @@ def prepare(args) -> dict:
     print(f"{part['mutants']} mutants of {part['solutions']} solutions: {part['hung']} hung and {part['crashed']} "
           f"crashed in {', '.join(part['stores'])}")
     return part
+
+
+def faulty(args) -> None:
+    """Write the faulty mutants of the committed shards, sorted by id, with a header naming where they come from."""
+    stores = sorted(p for p in SHARDS.glob("shard*") if p.is_dir())
+    if not stores:
+        raise OSError(f"{SHARDS}: no shard stores (parked? `bash bench/device_tree.sh unpark`)")
+    faults = faulty_mutants(stores)
+    lines = [f"# mutants with an observed Timeout (hung) or a sticky CUDA error (crashed) in "
+             f"{', '.join(str(p.relative_to(ROOT)) for p in stores)}: bench/fault_tail.py faulty",
+             *(f"{mutant}\t{kind}" for mutant, kind in sorted(faults.items()))]
+    args.out.write_text("\n".join(lines) + "\n")
+    print(f"{len(faults)} faulty mutants ({sum(k == 'hung' for k in faults.values())} hung) written to {args.out}")
 
 
 def statuses(store: Path) -> dict[tuple, str]:
@@ -214,7 +232,12 @@ def main() -> None:
     p.add_argument("--budget-s", type=float, help="seconds from the start by which every run has stopped starting "
                    "pairs; a run stopped there bounds the ratio (its wall time is a lower bound of its whole run's)")
     p.set_defaults(run=run)
+    p = sub.add_parser("faulty")
+    p.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    if args.part == "faulty":
+        faulty(args)
+        return
     if args.part == "run" and sorted(args.order) != sorted(SUPERVISION):
         parser.error("--order names queue and slice, once each")
     args.work.mkdir(parents=True, exist_ok=True)

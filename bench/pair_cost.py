@@ -30,7 +30,9 @@
 
 The sample: the first --per-solution Pending mutants by id (`run --per-solution`'s rule) of --solutions
 solutions spread evenly over a full `oracleaudit mutate` output in path order, or of the --solution files named
-(e.g. the problems with the largest outputs, where shard 1 of the bundled run spent 33 ms a pair in evidence).
+(e.g. the problems with the largest outputs, where shard 1 of the bundled run spent 33 ms a pair in evidence),
+less the mutants --exclude names: with bench/data/faulty_mutants.tsv, none that hung or crashed in the complete
+run (one hung variant bounded both runs of pair_cost_pinned.json, idle slots around it half their slot time).
 The kernels part runs after the workers part, so references come from the reference cache, as in a long run.
 A job whose variant kills the CUDA context ends its child (it is reported as lost, with its exit code).
 
@@ -109,7 +111,8 @@ def summarize(records: list[dict]) -> dict:
     }
 
 
-def _sample(mutants: Path, solutions: int, per_solution: int, out: Path, named: list[str] = ()) -> list[str]:
+def _sample(mutants: Path, solutions: int, per_solution: int, out: Path, named: list[str] = (),
+            exclude: Path | None = None) -> list[str]:
     from oracleaudit.mutant import PENDING, read_mutants
 
     sources = sorted({m.source for m in read_mutants(mutants) if m.status == PENDING})
@@ -121,7 +124,8 @@ def _sample(mutants: Path, solutions: int, per_solution: int, out: Path, named: 
     step = max(1, len(sources) // solutions)
     chosen = list(named) or sources[::step][:solutions]
     subprocess.run([sys.executable, str(ROOT / "bench" / "sample_mutants.py"), "--mutants", str(mutants),
-                    "--per-solution", str(per_solution), "--out", str(out), *chosen], check=True)
+                    "--per-solution", str(per_solution), "--out", str(out),
+                    *(["--exclude", str(exclude)] if exclude else []), *chosen], check=True)
     return chosen
 
 
@@ -269,6 +273,9 @@ def main() -> None:
     parser.add_argument("--job-size", type=int, default=JOB_SIZE, metavar="N",
                         help=f"variants per slice (default {JOB_SIZE}, the run's): fewer cut the sample into more "
                              "slices than slots, so that a count of workers is not bounded by the count of jobs")
+    parser.add_argument("--exclude", type=Path, metavar="FILE",
+                        help="mutant ids to leave out of the sample, one per line (bench/data/faulty_mutants.tsv: "
+                             "those that hung or crashed in the complete run, whose tail a run's wall time measures)")
     parser.add_argument("--no-kernels", action="store_true", help="skip the kernels part (torch.profiler)")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the figures here")
     args = parser.parse_args()
@@ -283,17 +290,22 @@ def main() -> None:
 
     from bench.worker_cost import prebuild
 
+    if args.exclude and not args.exclude.is_file():
+        parser.error(f"--exclude {args.exclude}: no such file")
+    excluded = str(args.exclude) if args.exclude else None
+
     work = Path(tempfile.mkdtemp(prefix="oracleaudit-pair-cost-"))
     try:
         sample = work / "mutants"
-        chosen = _sample(args.mutants, args.solutions, args.per_solution, sample, args.solution)
+        chosen = _sample(args.mutants, args.solutions, args.per_solution, sample, args.solution, args.exclude)
         prebuild(sample, args.pool)
         settings = [{"order": order, **({"host_pairs": n} if n else {}), **({"pinned": pin} if pinned else {})}
                     for order in orders for n in (args.host_pairs or [None]) for pin in (pinned or [None])]
         def partial(done: list[dict]) -> None:  # a call cut off later keeps the counts timed so far
             if args.json:
                 args.json.write_text(json.dumps({"solutions": chosen, "per_solution": args.per_solution,
-                                                 "job_size": args.job_size, "workers": done, "partial": True},
+                                                 "job_size": args.job_size, "exclude": excluded, "workers": done,
+                                                 "partial": True},
                                                 indent=1) + "\n")
 
         workers = _workers(sample, args.pool, args.workers, settings, work, args.job_size, partial)
@@ -304,8 +316,8 @@ def main() -> None:
     widest = workers[-1]
     if kernels.get("device_us_per_pair"):
         kernels["gpu_share_of_pairs_own_work"] = round(kernels["device_us_per_pair"] * 1e-6 * widest["pairs_per_s"], 3)
-    result = {"solutions": chosen, "per_solution": args.per_solution, "job_size": args.job_size, "workers": workers,
-              "kernels": kernels, "lost": lost}
+    result = {"solutions": chosen, "per_solution": args.per_solution, "job_size": args.job_size, "exclude": excluded,
+              "workers": workers, "kernels": kernels, "lost": lost}
     ratios = order_ratios(workers)
     if ratios:
         result["auto_over_variant_order"] = ratios

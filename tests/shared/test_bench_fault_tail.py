@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +76,18 @@ def test_statuses_of_a_store_are_keyed_by_each_rows_pair_and_output() -> None:
     first = rows.iloc[0]
     assert found[(first["problem"], first["mutant_id"], first["input_id"], first["output_index"])] == first["status"]
     assert fault_tail.differences(found, found) == []
+
+
+def test_the_committed_list_of_faulty_mutants_is_what_faulty_writes_from_the_shards(tmp_path: Path) -> None:
+    out = tmp_path / "faulty.tsv"
+    done = subprocess.run([sys.executable, str(SCRIPT), "faulty", "--out", str(out)], capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    rows = [line.split("\t") for line in out.read_text().splitlines() if not line.startswith("#")]
+    expected = fault_tail.faulty_mutants(sorted(p for p in SHARD.parent.glob("shard*") if p.is_dir()))
+    assert dict(rows) == expected and [m for m, _ in rows] == sorted(expected)
+    assert {"hung", "crashed"} == set(expected.values())
+    assert out.read_text() == (ROOT / "bench" / "data" / "faulty_mutants.tsv").read_text()
 
 
 def test_differences_name_each_pair_whose_status_changed_or_is_missing_on_one_side() -> None:

@@ -95,6 +95,24 @@ def test_named_solutions_are_sampled_and_an_unknown_one_is_refused(tmp_path: Pat
         pair_cost._sample(bundled, 8, 1, tmp_path / "other", ["datasets/none.py"])
 
 
+def test_the_sample_passes_over_the_excluded_mutants(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    bundled = shipped_dir("kill_matrix") / "mutants"
+    named = sorted({m.source for m in read_mutants(bundled)})[:1]
+    ids = sorted((m.id for m in read_mutants(bundled) if m.source == named[0]), key=str)
+    listed = tmp_path / "faulty.tsv"
+    listed.write_text(f"# a comment line\n{ids[0]}\thung\n\n{ids[2]}  # crashed\n")
+    pair_cost._sample(bundled, 8, 3, tmp_path / "sample", named, listed)
+    assert sorted(m.id for m in read_mutants(tmp_path / "sample")) == [ids[1], ids[3], ids[4]]
+
+
+def test_a_missing_exclude_file_is_one_error_line(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "pair_cost.py"), "--mutants", str(tmp_path),
+                           "--exclude", str(tmp_path / "none.tsv")], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].endswith(f"--exclude {tmp_path / 'none.tsv'}: no such file")
+
+
 def test_help_runs_without_a_gpu() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "pair_cost.py"), "--help"], capture_output=True,
                           text=True, cwd=ROOT)
