@@ -29,6 +29,8 @@
 #                                                  then run RUN ARGS: faulty variants handed to the queue against run
 #                                                  by their slice, or with --floors A,B two deadline floors;
 #                                                  fault_tail.json and its stderr (fault_tail.log.gz) in $OUT
+#   bash bench/device_call.sh timeslice [ARGS]     bench/timeslice_cost.py ARGS: what a synchronisation costs with 1-16
+#                                                  processes sharing the GPU (timeslice_cost.json in $OUT)
 #   bash bench/device_call.sh sizes PART [ARGS]    bench/size_findings.py PART --work out/size_findings ARGS, the work
 #                                                  folder restored from out/carry/sizes.tar.* and sent back likewise
 #   bash bench/device_call.sh real                 run_scale.py real (KernelBench's own sizes at 8 workers per GPU)
@@ -229,6 +231,10 @@ pair-cost)
     echo "pair_cost exit $?"
     keep_log pair_cost
     ;;
+timeslice)
+    timeout "$(left 10)" python3 bench/timeslice_cost.py --json "$OUT/timeslice_cost.json" "$@"
+    echo "timeslice_cost exit $?"
+    ;;
 sizes)
     restore sizes out/size_findings
     ORACLEAUDIT_CACHE=$PWD/.oa-cache python3 bench/size_findings.py "$@" --work out/size_findings
@@ -245,7 +251,7 @@ refcheck)
     cp out/refcheck/refcheck.jsonl "$OUT/"
     ;;
 *)
-    echo "device_call.sh: unknown part '$part' (tests, tests-parallel, full, reobserve, fault-tail, pair-cost, sizes, real, refcheck)" >&2
+    echo "device_call.sh: unknown part '$part' (tests, tests-parallel, full, reobserve, fault-tail, pair-cost, timeslice, sizes, real, refcheck)" >&2
     exit 2
     ;;
 esac
