@@ -10,9 +10,11 @@ iterations. A workload is one round trip of a worker's kind:
     pageable  a --copy-kib copy from pageable host memory to the GPU (synchronous for the host)
     pinned    the same copy from pinned memory, queued (non_blocking), then a synchronisation
     pair      --launches kernels, the pinned copy and a 1 KiB copy back to the host: one pair's shape
+    batch     --batch pairs' copies and kernels, then one copy back: pairs batched per synchronisation (counted
+              in pairs, so that its rate compares with pair's: what batching a worker's pairs would gain)
 
 Printed and written as JSON (--json) per workload and count: round trips per second over all processes, the
-ratio to one process's, milliseconds per round trip in each process, and the GPU-busy fraction NVML reports
+ratio to one process's, milliseconds per round trip in each process (per pair for batch), and the GPU-busy fraction NVML reports
 while they ran. If round trips per second stop growing with the processes while the GPU reads busy, the
 time-slicing between contexts is the bound, and a worker's pairs per second is that rate over its
 synchronisations per pair (a pageable copy counts as one): fewer synchronisations per pair, not more workers,
@@ -29,11 +31,13 @@ import sys
 import time
 from pathlib import Path
 
-WORKLOADS = ("sync", "launches", "pageable", "pinned", "pair")
+WORKLOADS = ("sync", "launches", "pageable", "pinned", "pair", "batch")
 
 
-def _loop(rank: int, workloads: list[str], seconds: float, launches: int, copy_kib: int, barrier, results) -> None:
-    """In a child: each workload for `seconds` after the barrier; its iteration count and seconds to `results`."""
+def _loop(rank: int, workloads: list[str], seconds: float, launches: int, copy_kib: int, batch: int, barrier,
+          results) -> None:
+    """In a child: each workload for `seconds` after the barrier; its count (of pairs for batch, else of
+    iterations) and seconds to `results`."""
     import torch
 
     device = torch.device("cuda")
@@ -66,21 +70,30 @@ def _loop(rank: int, workloads: list[str], seconds: float, launches: int, copy_k
             small.add_(1)
         back.cpu()
 
-    steps = {"sync": sync, "launches": many, "pageable": copy_pageable, "pinned": copy_pinned, "pair": pair}
+    def batched() -> None:
+        for _ in range(batch):
+            target.copy_(pinned, non_blocking=True)
+            for _ in range(launches):
+                small.add_(1)
+        back.cpu()
+
+    steps = {"sync": sync, "launches": many, "pageable": copy_pageable, "pinned": copy_pinned, "pair": pair,
+             "batch": batched}
     for name in workloads:
         for _ in range(20):  # warm-up: the kernels loaded, the allocator's blocks made
             steps[name]()
         torch.cuda.synchronize()
         barrier.wait()
-        step, count = steps[name], 0
+        step, count, each = steps[name], 0, batch if name == "batch" else 1
         started = time.perf_counter()
         while time.perf_counter() - started < seconds:
             step()
-            count += 1
+            count += each
         results.put((name, rank, count, time.perf_counter() - started))
 
 
-def measure(procs: int, workloads: list[str], seconds: float, launches: int, copy_kib: int) -> dict[str, list]:
+def measure(procs: int, workloads: list[str], seconds: float, launches: int, copy_kib: int,
+            batch: int = 4) -> dict[str, list]:
     """Each workload run by `procs` processes at once: workload → [(count, seconds)] per process, and the GPU-busy
     fraction NVML read meanwhile (workload → fraction, under the key "busy")."""
     import multiprocessing
@@ -89,7 +102,8 @@ def measure(procs: int, workloads: list[str], seconds: float, launches: int, cop
 
     context = multiprocessing.get_context("spawn")
     barrier, results = context.Barrier(procs + 1), context.Queue()
-    children = [context.Process(target=_loop, args=(rank, workloads, seconds, launches, copy_kib, barrier, results))
+    children = [context.Process(target=_loop, args=(rank, workloads, seconds, launches, copy_kib, batch, barrier,
+                                                          results))
                 for rank in range(procs)]
     for child in children:
         child.start()
@@ -110,8 +124,8 @@ def measure(procs: int, workloads: list[str], seconds: float, launches: int, cop
 
 
 def summarize(runs: dict[int, dict[str, list]], workloads: list[str]) -> dict[str, list[dict]]:
-    """Per workload, per process count: round trips per second over all processes, the ratio to the smallest
-    count's, ms per round trip in a process (the mean over them) and the GPU-busy fraction."""
+    """Per workload, per process count: round trips (pairs, for batch) per second over all processes, the ratio to
+    the smallest count's, ms per round trip (pair) in a process (the mean over them) and the GPU-busy fraction."""
     table: dict[str, list[dict]] = {}
     for name in workloads:
         rows = []
@@ -157,17 +171,18 @@ def main() -> None:
     parser.add_argument("--launches", type=int, default=60, help="kernels per round trip of launches and pair")
     parser.add_argument("--copy-kib", type=int, default=1024, help="the copies' size (default 1024: the bundled "
                         "run's entries copied for every pair average 1.2 MiB)")
+    parser.add_argument("--batch", type=int, default=4, help="pairs per synchronisation of batch (default 4)")
     parser.add_argument("--json", type=Path, metavar="FILE")
     args = parser.parse_args()
-    if args.seconds <= 0 or args.launches < 1 or args.copy_kib < 1:
-        parser.error("--seconds must be > 0, --launches and --copy-kib ≥ 1")
+    if args.seconds <= 0 or args.launches < 1 or args.copy_kib < 1 or args.batch < 1:
+        parser.error("--seconds must be > 0, --launches, --copy-kib and --batch ≥ 1")
     import torch
 
     if not torch.cuda.is_available():
         sys.exit("timeslice_cost.py: error: needs a CUDA device (torch.cuda.is_available() is False)")
     runs = {}
     for procs in args.procs:
-        runs[procs] = measure(procs, args.workloads, args.seconds, args.launches, args.copy_kib)
+        runs[procs] = measure(procs, args.workloads, args.seconds, args.launches, args.copy_kib, args.batch)
         print(f"{procs} processes: " + ", ".join(
             f"{name} {sum(c / s for c, s in runs[procs][name]):.0f}/s" for name in args.workloads), flush=True)
     table = summarize(runs, args.workloads)
@@ -176,7 +191,8 @@ def main() -> None:
                                          f"busy {r['busy']})" for r in rows))
     if args.json:
         args.json.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "seconds": args.seconds,
-                                         "launches": args.launches, "copy_kib": args.copy_kib, "workloads": table},
+                                         "launches": args.launches, "copy_kib": args.copy_kib, "batch": args.batch,
+                                         "workloads": table},
                                         indent=1) + "\n")
 
 

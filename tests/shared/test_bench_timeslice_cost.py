@@ -55,9 +55,10 @@ def test_without_a_gpu_it_says_so_in_one_line() -> None:
 
 @pytest.mark.gpu
 def test_two_processes_share_the_gpu_and_each_counts_its_round_trips() -> None:
-    runs = {n: timeslice_cost.measure(n, ["sync", "pair"], 0.5, 4, 16) for n in (1, 2)}
+    runs = {n: timeslice_cost.measure(n, ["sync", "pair", "batch"], 0.5, 4, 16, batch=3) for n in (1, 2)}
     assert [len(runs[n]["sync"]) for n in (1, 2)] == [1, 2]
-    assert all(count > 10 and spent >= 0.5 for n in (1, 2) for name in ("sync", "pair")
+    assert all(count > 10 and spent >= 0.5 for n in (1, 2) for name in ("sync", "pair", "batch")
                for count, spent in runs[n][name])
+    assert all(count % 3 == 0 for count, _ in runs[1]["batch"])  # counted in pairs
     table = timeslice_cost.summarize(runs, ["sync", "pair"])
     assert [row["procs"] for row in table["pair"]] == [1, 2] and table["pair"][0]["over_first"] == 1.0
