@@ -16,11 +16,11 @@ and every variant's template is kept on the host, out of reach of another varian
 input's working set is smaller than the Model's weights and the group's inputs fit in host memory; then variant
 by variant, one template at a time on the GPU, each pair copying its input and references to the GPU from pinned
 memory (within `PINNED_BUDGET_BYTES`): from pageable memory such copies were most of a pair's device time, and
-each waited for everything the worker had queued, on a GPU time-sliced between the workers. The original runs first on every
-input, so the supervisor knows its time before any mutant's deadline. A fresh worker that continues a slice
-first runs again, unrecorded and in their place in that order, the pairs of `Job.replay` (each variant's inputs
-recorded in a process that died for another variant's fault), so that a variant's state across inputs does not
-depend on its neighbours in the slice.
+each waited for everything the worker had queued, on a GPU time-sliced between the workers. The original runs
+first on every input, so the supervisor knows its time before any mutant's deadline. A fresh worker that
+continues a slice first runs again, unrecorded and in their place in that order, the pairs of `Job.replay` (each
+variant's inputs recorded in a process that died for another variant's fault), so that a variant's state across
+inputs does not depend on its neighbours in the slice.
 
 Each pair: fresh GPU copies of the input (and of the model, from its template, with the RNG states the
 constructor left), then kernel → reference → kernel (a stale buffer shows in the second run; what the first
