@@ -87,10 +87,15 @@ def sample(mutants: list, faults: dict[str, str], solutions: int, others: int) -
     return sorted(picked, key=lambda m: (m.source, m.id))
 
 
+def shard_stores() -> list[Path]:
+    """The committed shard stores of the complete run, in name order (none while bench/device_tree.sh parks them)."""
+    return sorted(p for p in SHARDS.glob("shard*") if p.is_dir())
+
+
 def prepare(args) -> dict:
     from oracleaudit.mutant import read_mutants, write_mutants
 
-    stores = sorted(p for p in SHARDS.glob("shard*") if p.is_dir())
+    stores = shard_stores()
     faults = faulty_mutants(stores)
     picked = sample(read_mutants(FULL_RUN), faults, args.solutions, args.others)
     write_mutants(args.work / "mutants", picked, {m.source: (ROOT / m.source).read_text() for m in picked})
@@ -104,7 +109,7 @@ def prepare(args) -> dict:
 
 def faulty(args) -> None:
     """Write the faulty mutants of the committed shards, sorted by id, with a header naming where they come from."""
-    stores = sorted(p for p in SHARDS.glob("shard*") if p.is_dir())
+    stores = shard_stores()
     if not stores:
         raise OSError(f"{SHARDS}: no shard stores (parked? `bash bench/device_tree.sh unpark`)")
     faults = faulty_mutants(stores)

@@ -109,8 +109,9 @@ def main() -> None:
           f"{total['write_s']} s, read {total['read_s']} s (make over read {total['make_over_read']}×); once in "
           f"each planned slice: make {total['make_s_in_slices']} s against read {total['read_s_in_slices']} s")
     if args.json:
-        args.json.write_text(json.dumps({"pool": args.pool, "cpus": os.cpu_count(), "torch_threads": 1, "torch": torch.__version__,
-                                         "problems": rows, "total": total}, indent=1) + "\n")
+        args.json.write_text(json.dumps({"pool": args.pool, "cpus": os.cpu_count(), "torch_threads": 1,
+                                         "torch": torch.__version__, "problems": rows, "total": total},
+                                        indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -15,8 +15,8 @@
              With --pinned 0,1 each count also runs with the worker's model templates on the host (input by
              input) and its host entries (variant by variant: each pair copies its input and references to the
              GPU) in pageable memory (0, as before) and in pinned memory (1: asynchronous copies;
-             models.PINNED_ENV), and the ratio of pairs per second of 1 over 0 is printed. With --job-size N the sample's jobs are cut into
-             slices of at most N variants (the run's JOB_SIZE by default): with fewer jobs than slots, as many
+             models.PINNED_ENV), and the ratio of pairs per second of 1 over 0 is printed. With --job-size N
+             the sample's jobs are cut into slices of at most N variants (the run's JOB_SIZE by default): with fewer jobs than slots, as many
              workers as jobs at most have work, and more workers measure nothing. The figures so far are
              written to --json after each timed run (`"partial": true` until the end).
     kernels  one job per sampled solution, each in a child process with the GPU to itself, under

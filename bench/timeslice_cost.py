@@ -15,10 +15,10 @@ iterations. A workload is one round trip of a worker's kind:
 
 Printed and written as JSON (--json) per workload and count: round trips per second over all processes, the
 ratio to one process's, milliseconds per round trip in each process (per pair for batch), and the GPU-busy
-fraction NVML reports while they ran. If round trips per second stop growing with the processes while the GPU reads busy, the
-time-slicing between contexts is the bound, and a worker's pairs per second is that rate over its
-synchronisations per pair (a pageable copy counts as one): fewer synchronisations per pair, not more workers,
-would then raise the run's rate. With the GPU to itself a process runs a round trip in microseconds.
+fraction NVML reports while they ran. If round trips per second stop growing with the processes while the GPU
+reads busy, the time-slicing between contexts is the bound, and a worker's pairs per second is that rate over
+its synchronisations per pair (a pageable copy counts as one): fewer synchronisations per pair, not more
+workers, would then raise the run's rate. With the GPU to itself a process runs a round trip in microseconds.
 
     PYTHONPATH=. python bench/timeslice_cost.py --json $OUT/timeslice_cost.json
 """
