@@ -90,6 +90,17 @@ def test_the_committed_list_of_faulty_mutants_is_what_faulty_writes_from_the_sha
     assert out.read_text() == (ROOT / "bench" / "data" / "faulty_mutants.tsv").read_text()
 
 
+def test_faulty_with_the_shards_parked_is_one_error_line(tmp_path: Path) -> None:
+    stand_in = tmp_path / "bench" / "fault_tail.py"  # the script in a tree whose shards are parked
+    stand_in.parent.mkdir()
+    stand_in.write_text(SCRIPT.read_text())
+    done = subprocess.run([sys.executable, str(stand_in), "faulty", "--out", str(tmp_path / "faulty.tsv")],
+                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().startswith("fault_tail.py: error: ") and "no shard stores (parked?" in done.stderr
+    assert not (tmp_path / "faulty.tsv").exists()
+
+
 def test_differences_name_each_pair_whose_status_changed_or_is_missing_on_one_side() -> None:
     a = {("P", "m1", "k", 0): "Ok", ("P", "m2", "k", 0): "Timeout", ("P", "m3", "k", 0): "Ok"}
     b = {("P", "m1", "k", 0): "Ok", ("P", "m2", "k", 0): "Ok", ("P", "m4", "k", 0): "Ok"}
