@@ -15,7 +15,9 @@
              With --pinned 0,1 each count also runs with the worker's model templates on the host (input by
              input) and its host entries (variant by variant: each pair copies its input and references to the
              GPU) in pageable memory (0, as before) and in pinned memory (1: asynchronous copies;
-             models.PINNED_ENV), and the ratio of pairs per second of 1 over 0 is printed. With --job-size N
+             models.PINNED_ENV), and the ratio of pairs per second of 1 over 0 is printed. With --turn 0,1
+             likewise with the workers submitting their pairs' GPU work whenever they have it (0, as before) and
+             taking turns at the GPU (1: turn.py, one worker's work queued at a time). With --job-size N
              the sample's jobs are cut into slices of at most N variants (the run's JOB_SIZE by default): with fewer jobs than slots, as many
              workers as jobs at most have work, and more workers measure nothing. The figures so far are
              written to --json after each timed run (`"partial": true` until the end).
@@ -54,7 +56,7 @@ from typing import Callable
 
 from oracleaudit.execution.plan import JOB_SIZE
 
-SETTINGS = ("order", "host_pairs", "pinned")  # what --orders, --host-pairs and --pinned vary, in that order
+SETTINGS = ("order", "host_pairs", "pinned", "turn")  # what --orders, --host-pairs, --pinned and --turn vary
 ROOT = Path(__file__).resolve().parent.parent
 
 # Kernel kinds by name (torch.profiler's names: the demangled kernel, or "Memcpy …"/"Memset …"), first match.
@@ -136,15 +138,16 @@ def _workers(sample: Path, pool: str, counts: list[int], settings: list[dict], w
     setting names the pair order (the worker's `ORDER_ENV`: "auto" chooses input by input by bytes,
     "variant" is the order of before) and, where given, the most hull candidates finished on the CPU
     (`evidence_kernels.HOST_PAIRS_ENV`) and whether model templates on the host and host entries copied for
-    every pair are pinned (`models.PINNED_ENV`)."""
+    every pair are pinned (`models.PINNED_ENV`) and whether the workers take turns on the GPU (`turn.TURN_ENV`)."""
     import os
 
     from oracleaudit import execution as runner
     from oracleaudit.execution.evidence_kernels import HOST_PAIRS_ENV
     from oracleaudit.execution.models import PINNED_ENV
+    from oracleaudit.execution.turn import TURN_ENV
     from oracleaudit.execution.worker import ORDER_ENV
 
-    names = {"order": ORDER_ENV, "host_pairs": HOST_PAIRS_ENV, "pinned": PINNED_ENV}
+    names = {"order": ORDER_ENV, "host_pairs": HOST_PAIRS_ENV, "pinned": PINNED_ENV, "turn": TURN_ENV}
     started = time.perf_counter()
     runner.run(sample, work / "evidence-warm-up", pool=pool, workers_per_gpu=max(counts), show_progress=False,
                job_size=job_size)
@@ -270,6 +273,9 @@ def main() -> None:
     parser.add_argument("--pinned", default="", metavar="0,1",
                         help="model templates on the host and host entries copied for every pair in pageable (0) "
                              "or pinned (1) memory, timed side by side; default the package's (pinned)")
+    parser.add_argument("--turn", default="", metavar="0,1",
+                        help="workers submitting their GPU work at once (0) or taking turns (1), timed side by side; "
+                             "default the package's (turns)")
     parser.add_argument("--job-size", type=int, default=JOB_SIZE, metavar="N",
                         help=f"variants per slice (default {JOB_SIZE}, the run's): fewer cut the sample into more "
                              "slices than slots, so that a count of workers is not bounded by the count of jobs")
@@ -287,6 +293,9 @@ def main() -> None:
     pinned = [int(x) for x in args.pinned.split(",")] if re.fullmatch(r"[01](,[01])*", args.pinned) else []
     if args.pinned and not pinned:
         parser.error(f"--pinned takes 0 and 1, got {args.pinned!r}")
+    turn = [int(x) for x in args.turn.split(",")] if re.fullmatch(r"[01](,[01])*", args.turn) else []
+    if args.turn and not turn:
+        parser.error(f"--turn takes 0 and 1, got {args.turn!r}")
 
     from bench.worker_cost import prebuild
 
@@ -299,8 +308,10 @@ def main() -> None:
         sample = work / "mutants"
         chosen = _sample(args.mutants, args.solutions, args.per_solution, sample, args.solution, args.exclude)
         prebuild(sample, args.pool)
-        settings = [{"order": order, **({"host_pairs": n} if n else {}), **({"pinned": pin} if pinned else {})}
-                    for order in orders for n in (args.host_pairs or [None]) for pin in (pinned or [None])]
+        settings = [{"order": order, **({"host_pairs": n} if n else {}), **({"pinned": pin} if pinned else {}),
+                     **({"turn": t} if turn else {})}
+                    for order in orders for n in (args.host_pairs or [None]) for pin in (pinned or [None])
+                    for t in (turn or [None])]
         def partial(done: list[dict]) -> None:  # a call cut off later keeps the counts timed so far
             if args.json:
                 args.json.write_text(json.dumps({"solutions": chosen, "per_solution": args.per_solution,
@@ -330,6 +341,10 @@ def main() -> None:
         ratios = setting_ratios(workers, "pinned", pinned[1], pinned[0])
         result[f"pinned_{pinned[1]}_over_{pinned[0]}"] = ratios
         print(f"pairs/s with pinned={pinned[1]} over pinned={pinned[0]}, by workers per GPU: {ratios}")
+    if turn[1:]:
+        ratios = setting_ratios(workers, "turn", turn[1], turn[0])
+        result[f"turn_{turn[1]}_over_{turn[0]}"] = ratios
+        print(f"pairs/s with turn={turn[1]} over turn={turn[0]}, by workers per GPU: {ratios}")
     print(json.dumps(kernels, indent=1))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")

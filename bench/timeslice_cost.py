@@ -12,6 +12,10 @@ iterations. A workload is one round trip of a worker's kind:
     pair      --launches kernels, the pinned copy and a 1 KiB copy back to the host: one pair's shape
     batch     --batch pairs' copies and kernels, then one copy back: pairs batched per synchronisation (counted
               in pairs, so that its rate compares with pair's: what batching a worker's pairs would gain)
+    gapped    a pair as a worker makes one: the pinned copy, --launches kernels each followed by --gap-us of the
+              host's work (Python between launches), the copy back, then --host-us of host work (the hull, rows)
+    turn      gapped with the GPU turn (oracleaudit's execution/turn.py) held from the copy to the copy back: one
+              process's work queued at a time, where gapped leaves the GPU switching between contexts
 
 Printed and written as JSON (--json) per workload and count: round trips per second over all processes, the
 ratio to one process's, milliseconds per round trip in each process (per pair for batch), and the GPU-busy
@@ -31,16 +35,26 @@ import sys
 import time
 from pathlib import Path
 
-WORKLOADS = ("sync", "launches", "pageable", "pinned", "pair", "batch")
+WORKLOADS = ("sync", "launches", "pageable", "pinned", "pair", "batch", "gapped", "turn")
 
 
-def _loop(rank: int, workloads: list[str], seconds: float, launches: int, copy_kib: int, batch: int, barrier,
-          results) -> None:
+def _spin(seconds: float) -> None:
+    """The host busy for `seconds` (a worker's Python between two launches, or after a pair)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def _loop(rank: int, workloads: list[str], seconds: float, launches: int, copy_kib: int, batch: int, gap_us: float,
+          host_us: float, barrier, results) -> None:
     """In a child: each workload for `seconds` after the barrier; its count (of pairs for batch, else of
     iterations) and seconds to `results`."""
     import torch
 
+    from oracleaudit.execution.turn import turn_for
+
     device = torch.device("cuda")
+    turn = turn_for(str(device))
     small = torch.zeros(256, device=device)
     elements = copy_kib * 256  # float32
     target = torch.empty(elements, device=device)
@@ -77,8 +91,19 @@ def _loop(rank: int, workloads: list[str], seconds: float, launches: int, copy_k
                 small.add_(1)
         back.cpu()
 
+    def gapped(hold: bool = False) -> None:
+        if hold:
+            turn.take()
+        target.copy_(pinned, non_blocking=True)
+        for _ in range(launches):
+            small.add_(1)
+            _spin(gap_us * 1e-6)
+        back.cpu()
+        turn.release()
+        _spin(host_us * 1e-6)
+
     steps = {"sync": sync, "launches": many, "pageable": copy_pageable, "pinned": copy_pinned, "pair": pair,
-             "batch": batched}
+             "batch": batched, "gapped": gapped, "turn": lambda: gapped(hold=True)}
     for name in workloads:
         for _ in range(20):  # warm-up: the kernels loaded, the allocator's blocks made
             steps[name]()
@@ -93,7 +118,7 @@ def _loop(rank: int, workloads: list[str], seconds: float, launches: int, copy_k
 
 
 def measure(procs: int, workloads: list[str], seconds: float, launches: int, copy_kib: int,
-            batch: int = 4) -> dict[str, list]:
+            batch: int = 4, gap_us: float = 20.0, host_us: float = 3000.0) -> dict[str, list]:
     """Each workload run by `procs` processes at once: workload → [(count, seconds)] per process, and the GPU-busy
     fraction NVML read meanwhile (workload → fraction, under the key "busy")."""
     import multiprocessing
@@ -102,8 +127,8 @@ def measure(procs: int, workloads: list[str], seconds: float, launches: int, cop
 
     context = multiprocessing.get_context("spawn")
     barrier, results = context.Barrier(procs + 1), context.Queue()
-    children = [context.Process(target=_loop, args=(rank, workloads, seconds, launches, copy_kib, batch, barrier,
-                                                          results))
+    children = [context.Process(target=_loop, args=(rank, workloads, seconds, launches, copy_kib, batch, gap_us,
+                                                          host_us, barrier, results))
                 for rank in range(procs)]
     for child in children:
         child.start()
@@ -172,17 +197,24 @@ def main() -> None:
     parser.add_argument("--copy-kib", type=int, default=1024, help="the copies' size (default 1024: the bundled "
                         "run's entries copied for every pair average 1.2 MiB)")
     parser.add_argument("--batch", type=int, default=4, help="pairs per synchronisation of batch (default 4)")
+    parser.add_argument("--gap-us", type=float, default=20.0,
+                        help="host microseconds after each kernel of gapped and turn (default 20)")
+    parser.add_argument("--host-us", type=float, default=3000.0,
+                        help="host microseconds after each pair of gapped and turn (default 3000)")
     parser.add_argument("--json", type=Path, metavar="FILE")
     args = parser.parse_args()
     if args.seconds <= 0 or args.launches < 1 or args.copy_kib < 1 or args.batch < 1:
         parser.error("--seconds must be > 0, --launches, --copy-kib and --batch ≥ 1")
+    if args.gap_us < 0 or args.host_us < 0:
+        parser.error("--gap-us and --host-us must be ≥ 0")
     import torch
 
     if not torch.cuda.is_available():
         sys.exit("timeslice_cost.py: error: needs a CUDA device (torch.cuda.is_available() is False)")
     runs = {}
     for procs in args.procs:
-        runs[procs] = measure(procs, args.workloads, args.seconds, args.launches, args.copy_kib, args.batch)
+        runs[procs] = measure(procs, args.workloads, args.seconds, args.launches, args.copy_kib, args.batch,
+                              args.gap_us, args.host_us)
         print(f"{procs} processes: " + ", ".join(
             f"{name} {sum(c / s for c, s in runs[procs][name]):.0f}/s" for name in args.workloads), flush=True)
     table = summarize(runs, args.workloads)
@@ -192,6 +224,7 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "seconds": args.seconds,
                                          "launches": args.launches, "copy_kib": args.copy_kib, "batch": args.batch,
+                                         "gap_us": args.gap_us, "host_us": args.host_us,
                                          "workloads": table},
                                         indent=1) + "\n")
 

@@ -28,6 +28,7 @@ def test_the_table_adds_the_processes_rates_and_compares_each_count_with_the_fir
 def test_counts_and_workloads_are_checked() -> None:
     assert timeslice_cost._counts("8,1,8,2") == [1, 2, 8]
     assert timeslice_cost._workloads("pair,sync,pair") == ["pair", "sync"]
+    assert timeslice_cost._workloads("turn,gapped") == ["turn", "gapped"]
     for bad in ("0,2", "x"):
         with pytest.raises(argparse.ArgumentTypeError):
             timeslice_cost._counts(bad)
@@ -44,6 +45,8 @@ def test_help_runs_and_bad_values_are_one_error_line() -> None:
     assert run("--help").returncode == 0
     done = run("--seconds", "0")
     assert done.returncode == 2 and "Traceback" not in done.stderr and "--seconds must be > 0" in done.stderr
+    done = run("--gap-us", "-1")
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "--gap-us and --host-us must be ≥ 0" in done.stderr
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the message of a machine without a GPU")
@@ -55,10 +58,10 @@ def test_without_a_gpu_it_says_so_in_one_line() -> None:
 
 @pytest.mark.gpu
 def test_two_processes_share_the_gpu_and_each_counts_its_round_trips() -> None:
-    runs = {n: timeslice_cost.measure(n, ["sync", "pair", "batch"], 0.5, 4, 16, batch=3) for n in (1, 2)}
+    names = ["sync", "pair", "batch", "gapped", "turn"]
+    runs = {n: timeslice_cost.measure(n, names, 0.5, 4, 16, batch=3, gap_us=5, host_us=100) for n in (1, 2)}
     assert [len(runs[n]["sync"]) for n in (1, 2)] == [1, 2]
-    assert all(count > 10 and spent >= 0.5 for n in (1, 2) for name in ("sync", "pair", "batch")
-               for count, spent in runs[n][name])
+    assert all(count > 10 and spent >= 0.5 for n in (1, 2) for name in names for count, spent in runs[n][name])
     assert all(count % 3 == 0 for count, _ in runs[1]["batch"])  # counted in pairs
     table = timeslice_cost.summarize(runs, ["sync", "pair"])
     assert [row["procs"] for row in table["pair"]] == [1, 2] and table["pair"][0]["over_first"] == 1.0
