@@ -31,6 +31,9 @@
 #                                                  fault_tail.json and its stderr (fault_tail.log.gz) in $OUT
 #   bash bench/device_call.sh timeslice [ARGS]     bench/timeslice_cost.py ARGS: what a synchronisation costs with 1-16
 #                                                  processes sharing the GPU (timeslice_cost.json in $OUT)
+#   bash bench/device_call.sh kill [ARGS]          bench/kill_cost.py ARGS: seconds to kill a worker whose kernel spins,
+#                                                  and a bystander's round trips beside 0, 1 and 3 spinning kernels
+#                                                  (kill_cost.json in $OUT)
 #   bash bench/device_call.sh sizes PART [ARGS]    bench/size_findings.py PART --work out/size_findings ARGS, the work
 #                                                  folder restored from out/carry/sizes.tar.* and sent back likewise
 #   bash bench/device_call.sh real                 run_scale.py real (KernelBench's own sizes at 8 workers per GPU)
@@ -234,6 +237,10 @@ pair-cost)
 timeslice)
     timeout "$(left 10)" python3 bench/timeslice_cost.py --json "$OUT/timeslice_cost.json" "$@"
     echo "timeslice_cost exit $?"
+    ;;
+kill)
+    timeout "$(left 10)" python3 bench/kill_cost.py --json "$OUT/kill_cost.json" "$@"
+    echo "kill_cost exit $?"
     ;;
 sizes)
     restore sizes out/size_findings

@@ -15,11 +15,12 @@
              With --pinned 0,1 each count also runs with the worker's model templates on the host (input by
              input) and its host entries (variant by variant: each pair copies its input and references to the
              GPU) in pageable memory (0, as before) and in pinned memory (1: asynchronous copies;
-             models.PINNED_ENV), and the ratio of pairs per second of 1 over 0 is printed. With --turn 0,1
-             likewise with the workers submitting their pairs' GPU work whenever they have it (0, as before) and
-             taking turns at the GPU (1: turn.py, one worker's work queued at a time). With --job-size N
-             the sample's jobs are cut into slices of at most N variants (the run's JOB_SIZE by default): with fewer jobs than slots, as many
-             workers as jobs at most have work, and more workers measure nothing. The figures so far are
+             models.PINNED_ENV), and the ratio of pairs per second of 1 over 0 is printed. With --spinners 0,1
+             each count also runs beside that many processes whose kernels spin (a hung mutant's kernel until its
+             deadline: kill_cost.py), and the ratio of pairs per second to the first count is printed. With
+             --job-size N the sample's jobs are cut into slices of at most N variants (the run's JOB_SIZE by
+             default): with fewer jobs than slots, as many workers as jobs at most have work, and more workers
+             measure nothing. The figures so far are
              written to --json after each timed run (`"partial": true` until the end).
     kernels  one job per sampled solution, each in a child process with the GPU to itself, under
              torch.profiler (CUDA activity): per pair, the device microseconds and launches of its kernels
@@ -56,7 +57,7 @@ from typing import Callable
 
 from oracleaudit.execution.plan import JOB_SIZE
 
-SETTINGS = ("order", "host_pairs", "pinned", "turn")  # what --orders, --host-pairs, --pinned and --turn vary
+SETTINGS = ("order", "host_pairs", "pinned", "spinners")  # what --orders, --host-pairs, --pinned, --spinners vary
 ROOT = Path(__file__).resolve().parent.parent
 
 # Kernel kinds by name (torch.profiler's names: the demangled kernel, or "Memcpy …"/"Memset …"), first match.
@@ -138,16 +139,19 @@ def _workers(sample: Path, pool: str, counts: list[int], settings: list[dict], w
     setting names the pair order (the worker's `ORDER_ENV`: "auto" chooses input by input by bytes,
     "variant" is the order of before) and, where given, the most hull candidates finished on the CPU
     (`evidence_kernels.HOST_PAIRS_ENV`) and whether model templates on the host and host entries copied for
-    every pair are pinned (`models.PINNED_ENV`) and whether the workers take turns on the GPU (`turn.TURN_ENV`)."""
+    every pair are pinned (`models.PINNED_ENV`), and how many processes spin a kernel beside the run (a hung
+    mutant's kernel: kill_cost.py)."""
+    import multiprocessing
     import os
 
+    from bench import kill_cost
     from oracleaudit import execution as runner
     from oracleaudit.execution.evidence_kernels import HOST_PAIRS_ENV
     from oracleaudit.execution.models import PINNED_ENV
-    from oracleaudit.execution.turn import TURN_ENV
     from oracleaudit.execution.worker import ORDER_ENV
 
-    names = {"order": ORDER_ENV, "host_pairs": HOST_PAIRS_ENV, "pinned": PINNED_ENV, "turn": TURN_ENV}
+    names = {"order": ORDER_ENV, "host_pairs": HOST_PAIRS_ENV, "pinned": PINNED_ENV}
+    spawn = multiprocessing.get_context("spawn")
     started = time.perf_counter()
     runner.run(sample, work / "evidence-warm-up", pool=pool, workers_per_gpu=max(counts), show_progress=False,
                job_size=job_size)
@@ -156,14 +160,18 @@ def _workers(sample: Path, pool: str, counts: list[int], settings: list[dict], w
     for count in counts:
         for setting in settings:
             label = "-".join(str(v) for v in setting.values())
-            os.environ.update({names[k]: str(v) for k, v in setting.items()})
+            os.environ.update({names[k]: str(v) for k, v in setting.items() if k in names})
+            spinning = [kill_cost.start(spawn, True) for _ in range(setting.get("spinners", 0))]
             started = time.perf_counter()
             try:
                 result = runner.run(sample, work / f"evidence-w{count}-{label}", pool=pool, workers_per_gpu=count,
                                     show_progress=False, job_size=job_size)
             finally:
                 for key in setting:
-                    os.environ.pop(names[key], None)
+                    os.environ.pop(names.get(key, ""), None)
+                for process in spinning:
+                    process.kill()
+                    process.join(60)
             wall = time.perf_counter() - started
             summary = result.summary()
             entry = {"workers_per_gpu": count, **setting, "wall_s": round(wall, 1), "pairs": summary["pairs_run"],
@@ -242,13 +250,13 @@ def _kernels(sample: Path, pool: str, work: Path) -> tuple[list[dict], list[str]
     return records, lost
 
 
-def _counts(text: str, what: str = "worker counts") -> list[int]:
+def _counts(text: str, what: str = "worker counts", low: int = 1) -> list[int]:
     try:
         counts = [int(x) for x in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a comma-separated list of {what}: {text!r}") from None
-    if not counts or any(c < 1 for c in counts):
-        raise argparse.ArgumentTypeError(f"{what} must be ≥ 1, got {text!r}")
+    if not counts or any(c < low for c in counts):
+        raise argparse.ArgumentTypeError(f"{what} must be ≥ {low}, got {text!r}")
     return counts
 
 
@@ -273,9 +281,9 @@ def main() -> None:
     parser.add_argument("--pinned", default="", metavar="0,1",
                         help="model templates on the host and host entries copied for every pair in pageable (0) "
                              "or pinned (1) memory, timed side by side; default the package's (pinned)")
-    parser.add_argument("--turn", default="", metavar="0,1",
-                        help="workers submitting their GPU work at once (0) or taking turns (1), timed side by side; "
-                             "default the package's (turns)")
+    parser.add_argument("--spinners", type=lambda text: _counts(text, "spinning kernel counts", low=0), default=[],
+                        metavar="N,N,...", help="each run also beside each of these numbers of processes whose "
+                        "kernel spins, as a hung mutant's does until its deadline (default none)")
     parser.add_argument("--job-size", type=int, default=JOB_SIZE, metavar="N",
                         help=f"variants per slice (default {JOB_SIZE}, the run's): fewer cut the sample into more "
                              "slices than slots, so that a count of workers is not bounded by the count of jobs")
@@ -293,9 +301,6 @@ def main() -> None:
     pinned = [int(x) for x in args.pinned.split(",")] if re.fullmatch(r"[01](,[01])*", args.pinned) else []
     if args.pinned and not pinned:
         parser.error(f"--pinned takes 0 and 1, got {args.pinned!r}")
-    turn = [int(x) for x in args.turn.split(",")] if re.fullmatch(r"[01](,[01])*", args.turn) else []
-    if args.turn and not turn:
-        parser.error(f"--turn takes 0 and 1, got {args.turn!r}")
 
     from bench.worker_cost import prebuild
 
@@ -309,9 +314,9 @@ def main() -> None:
         chosen = _sample(args.mutants, args.solutions, args.per_solution, sample, args.solution, args.exclude)
         prebuild(sample, args.pool)
         settings = [{"order": order, **({"host_pairs": n} if n else {}), **({"pinned": pin} if pinned else {}),
-                     **({"turn": t} if turn else {})}
+                     **({"spinners": k} if args.spinners else {})}
                     for order in orders for n in (args.host_pairs or [None]) for pin in (pinned or [None])
-                    for t in (turn or [None])]
+                    for k in (args.spinners or [None])]
         def partial(done: list[dict]) -> None:  # a call cut off later keeps the counts timed so far
             if args.json:
                 args.json.write_text(json.dumps({"solutions": chosen, "per_solution": args.per_solution,
@@ -337,14 +342,14 @@ def main() -> None:
         ratios = setting_ratios(workers, "host_pairs", n, args.host_pairs[0])
         result[f"host_pairs_{n}_over_{args.host_pairs[0]}"] = ratios
         print(f"pairs/s with {n} hull candidates on the CPU over {args.host_pairs[0]}, by workers per GPU: {ratios}")
+    for k in args.spinners[1:]:
+        ratios = setting_ratios(workers, "spinners", k, args.spinners[0])
+        result[f"spinners_{k}_over_{args.spinners[0]}"] = ratios
+        print(f"pairs/s beside {k} spinning kernels over beside {args.spinners[0]}, by workers per GPU: {ratios}")
     if pinned[1:]:
         ratios = setting_ratios(workers, "pinned", pinned[1], pinned[0])
         result[f"pinned_{pinned[1]}_over_{pinned[0]}"] = ratios
         print(f"pairs/s with pinned={pinned[1]} over pinned={pinned[0]}, by workers per GPU: {ratios}")
-    if turn[1:]:
-        ratios = setting_ratios(workers, "turn", turn[1], turn[0])
-        result[f"turn_{turn[1]}_over_{turn[0]}"] = ratios
-        print(f"pairs/s with turn={turn[1]} over turn={turn[0]}, by workers per GPU: {ratios}")
     print(json.dumps(kernels, indent=1))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1) + "\n")

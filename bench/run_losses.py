@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 from oracleaudit.status import Status
 
 # The phases of a slot's wall time (run_scale.py's call phases, "_s" dropped); the rest are the build pool's.
-SLOT_PHASES = ("startup", "build_load", "load", "references", "turn", "execution", "evidence", "replay", "hung", "other",
+SLOT_PHASES = ("startup", "build_load", "load", "references", "execution", "evidence", "replay", "hung", "other",
                "idle")
 # The pairs' own work; the other slot phases (and unaccounted slot time) are losses a better schedule could end.
 WORK_PHASES = ("build_load", "load", "references", "execution", "evidence", "other")

@@ -13,9 +13,10 @@ iterations. A workload is one round trip of a worker's kind:
     batch     --batch pairs' copies and kernels, then one copy back: pairs batched per synchronisation (counted
               in pairs, so that its rate compares with pair's: what batching a worker's pairs would gain)
     gapped    a pair as a worker makes one: the pinned copy, --launches kernels each followed by --gap-us of the
-              host's work (Python between launches), the copy back, then --host-us of host work (the hull, rows)
-    turn      gapped with the GPU turn (oracleaudit's execution/turn.py) held from the copy to the copy back: one
-              process's work queued at a time, where gapped leaves the GPU switching between contexts
+              host's work (Python between launches), the copy back, then --host-us of host work (the hull, rows).
+              At 8 processes it ran 6.9x one process's rate (timeslice_cost.json): contexts switching around the
+              gaps cost little. (Workers taking turns at the GPU, one process's work queued at a time, ran it at
+              490/s against 1,476/s: the host's work between the launches was serialised. Removed after 0df02d5.)
 
 Printed and written as JSON (--json) per workload and count: round trips per second over all processes, the
 ratio to one process's, milliseconds per round trip in each process (per pair for batch), and the GPU-busy
@@ -35,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-WORKLOADS = ("sync", "launches", "pageable", "pinned", "pair", "batch", "gapped", "turn")
+WORKLOADS = ("sync", "launches", "pageable", "pinned", "pair", "batch", "gapped")
 
 
 def _spin(seconds: float) -> None:
@@ -51,10 +52,7 @@ def _loop(rank: int, workloads: list[str], seconds: float, launches: int, copy_k
     iterations) and seconds to `results`."""
     import torch
 
-    from oracleaudit.execution.turn import turn_for
-
     device = torch.device("cuda")
-    turn = turn_for(str(device))
     small = torch.zeros(256, device=device)
     elements = copy_kib * 256  # float32
     target = torch.empty(elements, device=device)
@@ -91,19 +89,16 @@ def _loop(rank: int, workloads: list[str], seconds: float, launches: int, copy_k
                 small.add_(1)
         back.cpu()
 
-    def gapped(hold: bool = False) -> None:
-        if hold:
-            turn.take()
+    def gapped() -> None:
         target.copy_(pinned, non_blocking=True)
         for _ in range(launches):
             small.add_(1)
             _spin(gap_us * 1e-6)
         back.cpu()
-        turn.release()
         _spin(host_us * 1e-6)
 
     steps = {"sync": sync, "launches": many, "pageable": copy_pageable, "pinned": copy_pinned, "pair": pair,
-             "batch": batched, "gapped": gapped, "turn": lambda: gapped(hold=True)}
+             "batch": batched, "gapped": gapped}
     for name in workloads:
         for _ in range(20):  # warm-up: the kernels loaded, the allocator's blocks made
             steps[name]()
@@ -198,9 +193,9 @@ def main() -> None:
                         "run's entries copied for every pair average 1.2 MiB)")
     parser.add_argument("--batch", type=int, default=4, help="pairs per synchronisation of batch (default 4)")
     parser.add_argument("--gap-us", type=float, default=20.0,
-                        help="host microseconds after each kernel of gapped and turn (default 20)")
+                        help="host microseconds after each kernel of gapped (default 20)")
     parser.add_argument("--host-us", type=float, default=3000.0,
-                        help="host microseconds after each pair of gapped and turn (default 3000)")
+                        help="host microseconds after each pair of gapped (default 3000)")
     parser.add_argument("--json", type=Path, metavar="FILE")
     args = parser.parse_args()
     if args.seconds <= 0 or args.launches < 1 or args.copy_kib < 1 or args.batch < 1:

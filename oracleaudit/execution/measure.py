@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -47,14 +47,12 @@ def measure(out: torch.Tensor, ref: torch.Tensor, *, expected_dtype: torch.dtype
 
 
 def measure_many(items: Sequence[tuple], *, tolerance_grid: Sequence[float] = DEFAULT_GRID, engine: str = "torch",
-                 extra: Sequence[torch.Tensor] = (), fetched: Callable[[], None] | None = None
-                 ) -> tuple[list[ErrorEvidence], list[np.ndarray]]:
+                 extra: Sequence[torch.Tensor] = ()) -> tuple[list[ErrorEvidence], list[np.ndarray]]:
     """`measure` of each item — (out, ref) or (out, ref, expected_dtype) — and the `extra` tensors (of the
     items' device) brought to the host: the fused kernels' results of every item and the extra tensors come
     back in ONE transfer, one synchronisation where `measure` one by one would make one per item. Items the
     fused kernels do not take are measured afterwards, one by one. Returns the evidences in item order and
-    the extra tensors as numpy arrays. `fetched` is called once that transfer is done (the worker gives its GPU
-    turn back there: what follows is mostly the host's work)."""
+    the extra tensors as numpy arrays."""
     if engine not in ENGINES:
         raise OracleAuditError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     grid = tuple(float(t) for t in tolerance_grid)
@@ -73,8 +71,6 @@ def measure_many(items: Sequence[tuple], *, tolerance_grid: Sequence[float] = DE
         else:
             launched.append((index, kernels.launch(a, b, grid), a, b, header))
     host = fetch([run.head_view() for _, run, *_ in launched] + list(extra))
-    if fetched is not None:
-        fetched()
     for (index, run, a, b, header), values in zip(launched, host):
         results[index] = _measure_fused(run.finish(values), a, b, header, grid)
     for index, a, b, header in later:

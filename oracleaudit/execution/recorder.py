@@ -13,8 +13,7 @@ from oracleaudit.status import REFERENCE
 __all__ = ["FLUSH_S", "PHASES", "Recorder", "RunResult"]
 
 FLUSH_S = 2.0  # seconds between commits of buffered rows
-PHASES = ("startup", "build_load", "load", "references", "turn", "execution", "evidence", "replay", "hung",
-          "other")
+PHASES = ("startup", "build_load", "load", "references", "execution", "evidence", "replay", "hung", "other")
 
 
 @dataclass

@@ -52,7 +52,6 @@ from oracleaudit.execution.observation import first_line, is_out_of_memory, row,
 from oracleaudit.execution.phases import PhaseClock
 from oracleaudit.execution.plan import input_runs
 from oracleaudit.execution.protocol import Built, Done, Failed, Fatal, Job, Memory, Ready, Rows, Started
-from oracleaudit.execution.turn import turn_for
 from oracleaudit.status import ORIGINAL, REFERENCE, Status
 from oracleaudit.tensors import map_tensors, tensor_bytes, tensors, to_double
 
@@ -90,7 +89,6 @@ class JobRun:
         self.job = job
         self.send = send
         self.device = job.device
-        self.turn = turn_for(job.device)  # one worker's GPU work at a time (turn.py)
         self.clock = PhaseClock()
         self.cache = ReferenceCache()
         self.device_name = torch.cuda.get_device_name(torch.device(self.device))
@@ -267,7 +265,7 @@ class JobRun:
         if self.model64 is None:
             self.model64 = copy.deepcopy(self.ref_model).double()
         # Each model gets its own copy of the inputs: a forward may change its inputs in place.
-        with self.turn.held(), torch.no_grad(), math_flags(entry.math_mode):
+        with torch.no_grad(), math_flags(entry.math_mode):
             ref32 = [t.detach().cpu() for t in tensors(self.ref_model(*map_tensors(inputs, self._to_device)))]
             ref64 = [t.detach().cpu() for t in tensors(self.model64(
                 *to_double(map_tensors(inputs, self._to_device))))]
@@ -281,7 +279,7 @@ class JobRun:
             return self.gpu
         self.gpu = None
         host = self._host_entry(entry)
-        with self.clock("references"), self.turn.held():
+        with self.clock("references"):
             if self.pin_entries and not host.pinned and self._pinned_bytes() + host.bytes <= PINNED_BUDGET_BYTES:
                 host.pin()
 
@@ -374,9 +372,6 @@ class JobRun:
         # (a reference another worker is computing or writing) is no part of the variant's deadline.
         solution = self._solution(variant)
         gpu = None if isinstance(solution, BaseException) else self._gpu_entry(entry)
-        if gpu is not None:
-            with self.clock("turn"):  # before Started: waiting for the turn is no part of the deadline
-                self.turn.take()
         self.send(Started(variant.key, entry.key))
         if gpu is None:
             self._send_rows(variant, entry, [row(variant.key, job.problem, where, 0, status_of(solution),
@@ -388,7 +383,6 @@ class JobRun:
             # fault of the kernel surfaces there, and is its crash).
             begin, end, first, second = self._execute(variant, solution, gpu)
         except Exception as err:
-            self.turn.release()
             traceback.print_exc()
             rows = [row(variant.key, job.problem, where, 0, status_of(err), type(err).__name__, first_line(err),
                         None, None, self.mode(entry), None, None)]
@@ -400,9 +394,8 @@ class JobRun:
             self._send_rows(variant, entry, rows)
             return
         try:
-            rows = self._observe(variant.key, where, gpu, (begin, end), first, second)  # gives the turn back
+            rows = self._observe(variant.key, where, gpu, (begin, end), first, second)
         except Exception as err:
-            self.turn.release()
             # With the CUDA context dead, a fault of the variant surfaced late (asynchronously): its crash.
             # With the context alive the failure is oracleaudit's own: the job fails loudly.
             if context_alive():
@@ -444,9 +437,8 @@ class JobRun:
         self.send(Started(variant.key, entry.key, replay=True))
         with self.clock.instead("replay"):
             try:
-                with self.turn.held():
-                    self._execute(variant, solution, gpu)
-                    torch.cuda.synchronize(self.device)
+                self._execute(variant, solution, gpu)
+                torch.cuda.synchronize(self.device)
             except Exception as err:
                 if is_out_of_memory(err):
                     torch.cuda.empty_cache()
@@ -484,7 +476,6 @@ class JobRun:
         job = self.job
         if len(first) != len(gpu.ref32):
             timing[1].synchronize()
-            self.turn.release()
             self._intact()
             return [row(key, job.problem, where, 0, Status.SHAPE_MISMATCH, None, f"{len(first)} outputs, reference has "
                         f"{len(gpu.ref32)}", timing[0].elapsed_time(timing[1]), None, self.mode(gpu.entry), None, None)]
@@ -500,7 +491,7 @@ class JobRun:
                     repeats.append(torch.equal(bits(out), bits(again)))
             device_repeats = [r for r in repeats if isinstance(r, torch.Tensor)]
             evidence, fetched = measure_many(items, engine=job.evidence_engine,
-                                             extra=[*device_repeats, self._changed(gpu)], fetched=self.turn.release)
+                                             extra=[*device_repeats, self._changed(gpu)])
             elapsed = timing[0].elapsed_time(timing[1])  # both events are done: the transfer waited for them
             fetched_repeats = iter(fetched[:-1])
             same = [bool(next(fetched_repeats)[0]) if isinstance(r, torch.Tensor) else bool(r) for r in repeats]

@@ -168,3 +168,21 @@ def test_a_job_size_below_1_is_refused() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "pair_cost.py"), "--mutants", "x", "--job-size", "0"],
                           capture_output=True, text=True)
     assert done.returncode == 2 and "--job-size must be ≥ 1" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_spinner_counts_may_be_zero_and_their_ratios_hold_the_other_settings_alike() -> None:
+    assert pair_cost._counts("0,1", "spinning kernel counts", low=0) == [0, 1]
+    with pytest.raises(Exception, match="spinning kernel counts must be ≥ 0"):
+        pair_cost._counts("-1", "spinning kernel counts", low=0)
+    workers = [{"workers_per_gpu": 8, "order": "auto", "host_pairs": 65536, "spinners": 0, "pairs_per_s": 300.0},
+               {"workers_per_gpu": 8, "order": "auto", "host_pairs": 65536, "spinners": 1, "pairs_per_s": 100.0},
+               {"workers_per_gpu": 8, "order": "auto", "host_pairs": 2048, "spinners": 0, "pairs_per_s": 200.0},
+               {"workers_per_gpu": 8, "order": "auto", "host_pairs": 2048, "spinners": 1, "pairs_per_s": 150.0}]
+    assert pair_cost.setting_ratios(workers, "spinners", 1, 0) == {"8 order=auto host_pairs=65536": 0.33,
+                                                                    "8 order=auto host_pairs=2048": 0.75}
+
+
+def test_a_negative_spinner_count_is_refused() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "pair_cost.py"), "--mutants", "x", "--spinners",
+                           "0,-1"], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 2 and "spinning kernel counts must be ≥ 0" in done.stderr

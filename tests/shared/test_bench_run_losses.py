@@ -101,10 +101,9 @@ def test_no_pair_and_no_slot_print_dashes_and_a_bad_slot_count_is_one_line(tmp_p
 @pytest.mark.parametrize("slots", [1, 8])
 def test_no_slot_time_is_lost_or_made_up(slots: int) -> None:
     phases = {name: 10.0 for name in run_losses.SLOT_PHASES}
-    wall = 10.0 * len(phases)
-    result = run_losses.losses([{"full": {"calls": [call(wall, **phases)]}}], [], slots=slots)
-    assert sum(p["s"] for p in result["phases"].values()) == wall
-    assert result["unaccounted_share"] == round(1 - 1 / slots, 4)
+    result = run_losses.losses([{"full": {"calls": [call(100.0, **phases)]}}], [], slots=slots)
+    assert sum(p["s"] for p in result["phases"].values()) == 100.0
+    assert result["unaccounted_share"] == round(1 - 100 / (100 * slots), 4)
 
 
 def test_target_splits_the_slot_time_per_pair_into_work_and_losses() -> None:
