@@ -26,10 +26,12 @@
              torch.profiler (CUDA activity): per pair, the device microseconds and launches of its kernels
              and copies by kind (the fused evidence kernels, memory copies and sets, reductions such as the
              checksums, element-wise copies and casts, and the rest: the variant's and the reference's own
-             kernels), the wall milliseconds per pair, and the CUDA runtime calls per pair (the
-             synchronisations among them: `syncs_per_pair`). The device time per pair times the pairs per
-             second of the largest --workers run is the share of the GPU the pairs' own work fills; the rest
-             of a GPU that reads busy goes to switching between the workers' contexts.
+             kernels), the wall milliseconds per pair, the CUDA runtime calls per pair (the
+             synchronisations among them: `syncs_per_pair`) and where the synchronisations come from
+             (`sync_sites_per_pair`: torch's sync debug mode, each call by its innermost oracleaudit frame).
+             The device time per pair times the pairs per second of the largest --workers run is the share of
+             the GPU the pairs' own work fills. Each synchronisation waits out one time slice of any kernel
+             spinning beside it (kill_cost.py: 2.4 ms), so the sites say what a hung mutant costs the others.
 
 The sample: the first --per-solution Pending mutants by id (`run --per-solution`'s rule) of --solutions
 solutions spread evenly over a full `oracleaudit mutate` output in path order, or of the --solution files named
@@ -46,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -79,7 +82,8 @@ def summarize(records: list[dict]) -> dict:
     [launches, device µs]}, runtime: {CUDA runtime call: count}}): per pair, device µs and launches by kind
     and in all, wall ms, the synchronisations with the device (runtime calls named …Synchronize: each one
     waits for the other workers' time slices on a shared GPU) and the most frequent runtime calls, and the
-    kernels that took the most device time."""
+    kernels that took the most device time; where records name them (`sync_sites`: the innermost oracleaudit
+    frame of each synchronising call torch's sync debug mode saw), the sites by synchronisations per pair."""
     pairs = sum(r["pairs"] for r in records)
     calls: dict[str, int] = {}
     for record in records:
@@ -99,6 +103,10 @@ def summarize(records: list[dict]) -> dict:
         return {"pairs": 0}
     device_us = sum(us for _, us in by_kind.values())
     top = sorted(by_name.items(), key=lambda item: (-item[1][1], item[0]))[:15]
+    sites: dict[str, int] = {}
+    for record in records:
+        for site, count in record.get("sync_sites", {}).items():
+            sites[site] = sites.get(site, 0) + count
     return {
         "pairs": pairs,
         "wall_ms_per_pair": round(1000 * sum(r["wall_s"] for r in records) / pairs, 3),
@@ -111,6 +119,9 @@ def summarize(records: list[dict]) -> dict:
                     for kind, (n, us) in by_kind.items()},
         "top_kernels": [{"name": name[:160], "kind": kind_of(name), "launches": int(n), "device_us": round(us, 1)}
                         for name, (n, us) in top],
+        **({"sync_sites_per_pair": {site: round(n / pairs, 3) for site, n in
+                                    sorted(sites.items(), key=lambda item: (-item[1], item[0]))[:20]}}
+           if sites else {}),
     }
 
 
@@ -206,8 +217,20 @@ def order_ratios(workers: list[dict]) -> dict[str, float]:
     return setting_ratios(workers, "order", "auto", "variant")
 
 
+def sync_site(frames: list) -> str:
+    """Where a synchronisation comes from: the innermost frame in oracleaudit's package (a variant's or the
+    reference's own synchronisations show as the worker line that runs the model), else the innermost frame."""
+    ours = [f for f in frames if f"{os.sep}oracleaudit{os.sep}" in f.filename]
+    where = (ours or frames)[-1]
+    return f"{Path(where.filename).name}:{where.lineno} {where.name}"
+
+
 def _profile_job(job, path: str) -> None:
-    """In a child: run `job` under torch.profiler and write its record to `path`."""
+    """In a child: run `job` under torch.profiler, counting its synchronising calls by site (torch's sync debug
+    mode), and write its record to `path`."""
+    import traceback
+    import warnings
+
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -215,16 +238,27 @@ def _profile_job(job, path: str) -> None:
 
     torch.cuda.set_device(torch.device(job.device))
     torch.zeros(1, device=job.device)
+    sites: dict[str, int] = {}
+
+    def seen(message, category, filename, lineno, file=None, line=None) -> None:
+        if "synchroniz" in str(message):
+            site = sync_site(traceback.extract_stack()[:-1])
+            sites[site] = sites.get(site, 0) + 1
+
+    warnings.showwarning = seen
+    warnings.simplefilter("always")
+    torch.cuda.set_sync_debug_mode("warn")
     started = time.perf_counter()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         JobRun(job, lambda message: None).run()
         torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("default")
     events = prof.key_averages()
     kernels = {e.key: [e.count, e.self_device_time_total] for e in events if e.self_device_time_total > 0}
     runtime = {e.key: e.count for e in events if e.key.startswith("cuda") and not e.self_device_time_total}
     Path(path).write_text(json.dumps({"solution": job.solution, "pairs": job.pairs,
                                       "wall_s": time.perf_counter() - started, "kernels": kernels,
-                                      "runtime": runtime}))
+                                      "runtime": runtime, "sync_sites": sites}))
 
 
 def _kernels(sample: Path, pool: str, work: Path) -> tuple[list[dict], list[str]]:

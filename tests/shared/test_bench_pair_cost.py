@@ -186,3 +186,20 @@ def test_a_negative_spinner_count_is_refused() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "pair_cost.py"), "--mutants", "x", "--spinners",
                            "0,-1"], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 2 and "spinning kernel counts must be ≥ 0" in done.stderr
+
+
+def test_a_sync_site_is_the_innermost_oracleaudit_frame_and_sites_add_up_per_pair() -> None:
+    import traceback
+
+    frames = [traceback.FrameSummary("/x/bench/pair_cost.py", 10, "_profile_job"),
+              traceback.FrameSummary("/x/oracleaudit/execution/worker.py", 20, "_observe"),
+              traceback.FrameSummary("/x/oracleaudit/execution/measure.py", 103, "fetch"),
+              traceback.FrameSummary("/usr/lib/torch/_tensor.py", 5, "cpu")]
+    assert pair_cost.sync_site(frames) == "measure.py:103 fetch"
+    assert pair_cost.sync_site(frames[:1]) == "pair_cost.py:10 _profile_job"
+    records = [{"pairs": 2, "wall_s": 1.0, "kernels": {}, "sync_sites": {"measure.py:103 fetch": 2}},
+               {"pairs": 2, "wall_s": 1.0, "kernels": {}, "sync_sites": {"measure.py:103 fetch": 2,
+                                                                         "worker.py:420 _execute": 1}}]
+    assert pair_cost.summarize(records)["sync_sites_per_pair"] == {"measure.py:103 fetch": 1.0,
+                                                                   "worker.py:420 _execute": 0.25}
+    assert "sync_sites_per_pair" not in pair_cost.summarize([{**r, "sync_sites": {}} for r in records])
