@@ -11,6 +11,8 @@ Measured here, each --repeat times:
     kill      seconds from SIGKILL to the process reaped, for a process with a CUDA context and nothing running
               (idle) and for one whose kernel spins (hung: torch.cuda._sleep of ~10 minutes, launched and
               running for --spin-s before the kill)
+    context   seconds a fresh process takes to make its CUDA context (torch imported already, as in the workers'
+              fork server), alone and beside 1 process whose kernel spins: what a restart after a crash waits
     bystander round trips per second of one process (one small kernel and a synchronisation: sync; --launches
               small kernels and a synchronisation: pair) alone, then beside 1 and 3 processes whose kernels spin:
               how much of the GPU a hung kernel takes from the others while its deadline runs
@@ -31,19 +33,24 @@ from pathlib import Path
 SPIN_CYCLES = 10**12  # torch.cuda._sleep: ~8 minutes at the H200's ~1.98 GHz; a hang for any purpose here
 
 
-def _child(spin: bool, ready) -> None:
+def _child(spin: bool, ready, made=None) -> None:
     import torch
 
+    started = time.perf_counter()
     torch.zeros(1, device="cuda")
+    if made is not None:
+        made.value = time.perf_counter() - started
     if spin:
         torch.cuda._sleep(SPIN_CYCLES)
     ready.set()
     time.sleep(3600)
 
 
-def start(context, spin: bool):
+def start(context, spin: bool, made=None):
+    """A child with a CUDA context (its kernel spinning, if `spin`), once it is up; `made` (a shared double)
+    gets the seconds its context took."""
     ready = context.Event()
-    process = context.Process(target=_child, args=(spin, ready), daemon=True)
+    process = context.Process(target=_child, args=(spin, ready, made), daemon=True)
     process.start()
     if not ready.wait(120):
         raise RuntimeError("a child did not bring CUDA up within 120 s")
@@ -60,6 +67,21 @@ def kill_seconds(context, spin: bool, spin_s: float) -> float:
     if process.is_alive():
         raise RuntimeError("a killed child was not reaped within 60 s")
     return time.perf_counter() - started
+
+
+def context_seconds(context, spinners: int) -> float:
+    """Seconds one fresh process takes to make its CUDA context beside `spinners` spinning processes."""
+    hung = [start(context, True) for _ in range(spinners)]
+    made = context.Value("d", -1.0)
+    try:
+        process = start(context, False, made)
+        process.kill()
+        process.join(60)
+    finally:
+        for child in hung:
+            child.kill()
+            child.join(60)
+    return made.value
 
 
 def _bystander(launches: int, seconds: float, ready, go, results) -> None:
@@ -126,6 +148,8 @@ def main() -> None:
     kills = {kind: summary([kill_seconds(context, kind == "hung", args.spin_s) for _ in range(args.repeat)])
              for kind in ("idle", "hung")}
     print(f"kill to reaped: idle {kills['idle']}, hung {kills['hung']}", flush=True)
+    contexts = {str(n): summary([context_seconds(context, n) for _ in range(args.repeat)]) for n in (0, 1)}
+    print(f"a CUDA context made alone: {contexts['0']}, beside 1 spinning kernel: {contexts['1']}", flush=True)
     rates = {}
     for spinners in (0, 1, 3):
         rates[str(spinners)] = bystander_rates(context, spinners, args.launches, args.seconds)
@@ -137,7 +161,8 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "repeat": args.repeat,
                                          "spin_s": args.spin_s, "launches": args.launches, "seconds": args.seconds,
-                                         "kill": kills, "bystander_per_s": rates, "bystander_slowdown": slowdown},
+                                         "kill": kills, "context_beside_spinners": contexts,
+                                         "bystander_per_s": rates, "bystander_slowdown": slowdown},
                                         indent=1) + "\n")
 
 

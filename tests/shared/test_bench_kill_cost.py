@@ -42,5 +42,6 @@ def test_without_a_gpu_it_says_so_in_one_line() -> None:
 def test_a_spinning_worker_is_killed_and_a_bystander_still_runs_beside_it() -> None:
     context = multiprocessing.get_context("spawn")
     assert 0 < kill_cost.kill_seconds(context, True, 0.2) < 60
+    assert 0 < kill_cost.context_seconds(context, 1) < 60
     rates = kill_cost.bystander_rates(context, 1, 4, 0.5)
     assert set(rates) == {"sync", "pair"} and all(rate > 0 for rate in rates.values())
