@@ -4,8 +4,8 @@ its spinning kernel takes from the workers beside it.
 A hung variant's kernel never ends; the supervisor kills its worker at the deadline (SIGKILL, then waits for the
 process to be reaped: `supervisor.WorkerProcess.kill`) and counts the wait as hung time. In the complete bundled
 run hung time was 7.5 s per missed deadline, where the deadlines themselves (a 5 s floor, twice it on the retry,
-2 s on a hung variant's cover inputs) average less. (On the H200 the kill took 73 ms, spinning or not, and one
-spinning kernel cut a bystander's synchronisations from 58,631/s to 420/s: bench/results/kill_cost.json.)
+2 s on a hung variant's cover inputs) average less. (On the H200 the kill took 71 ms, spinning or not, and one
+spinning kernel cut a bystander's synchronisations from 50,825/s to 420/s: bench/results/kill_cost.json.)
 Measured here, each --repeat times:
 
     kill      seconds from SIGKILL to the process reaped, for a process with a CUDA context and nothing running

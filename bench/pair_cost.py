@@ -178,8 +178,8 @@ def _workers(sample: Path, pool: str, counts: list[int], settings: list[dict], w
                 result = runner.run(sample, work / f"evidence-w{count}-{label}", pool=pool, workers_per_gpu=count,
                                     show_progress=False, job_size=job_size)
             finally:
-                for key in setting:
-                    os.environ.pop(names.get(key, ""), None)
+                for key in setting.keys() & names.keys():
+                    os.environ.pop(names[key], None)
                 for process in spinning:
                     process.kill()
                     process.join(60)
