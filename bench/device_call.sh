@@ -29,6 +29,9 @@
 #                                                  then run RUN ARGS: faulty variants handed to the queue against run
 #                                                  by their slice, or with --floors A,B two deadline floors;
 #                                                  fault_tail.json and its stderr (fault_tail.log.gz) in $OUT
+#   bash bench/device_call.sh restart [ARGS]       bench/restart_cost.py ARGS on a carried out/fault_tail (prepared
+#                                                  here): what a restart is made of, from traced workers
+#                                                  (restart_cost.json and restart_traces.tgz in $OUT)
 #   bash bench/device_call.sh timeslice [ARGS]     bench/timeslice_cost.py ARGS: what a synchronisation costs with 1-16
 #                                                  processes sharing the GPU (timeslice_cost.json in $OUT)
 #   bash bench/device_call.sh kill [ARGS]          bench/kill_cost.py ARGS: seconds to kill a worker whose kernel spins,
@@ -227,6 +230,15 @@ fault-tail)
     echo "fault_tail exit $?"
     keep_log fault_tail
     cp out/fault_tail/fault_tail.json "$OUT/"
+    ;;
+restart)
+    export ORACLEAUDIT_CACHE=$PWD/.oa-cache
+    [ -d out/fault_tail/mutants ] || { echo "restart: carry out/fault_tail (fault_tail.py prepare, run here)"; exit 2; }
+    timeout "$(left 20)" python3 bench/restart_cost.py --work out/fault_tail --json "$OUT/restart_cost.json" "$@" \
+        2> /tmp/restart_cost.log
+    echo "restart_cost exit $?"
+    keep_log restart_cost
+    tar -czf "$OUT/restart_traces.tgz" -C out/fault_tail $(cd out/fault_tail && ls -d trace-* 2>/dev/null)
     ;;
 pair-cost)
     ORACLEAUDIT_CACHE=$PWD/.oa-cache python3 bench/pair_cost.py --mutants bench/data/full_run --json "$OUT/pair_cost.json" \

@@ -34,7 +34,7 @@ from oracleaudit.execution.plan import JOB_SIZE, Cover, build_root, plan_jobs, s
 from oracleaudit.execution.protocol import Job
 from oracleaudit.execution.recorder import Recorder, RunResult
 from oracleaudit.execution.scheduler import Scheduler, WorkQueue, prebuild_in_order, require_gpus
-from oracleaudit.execution.supervisor import MAX_CRASHES, ORIGINAL_TIMEOUT_S, TIMEOUT_FLOOR_S, Supervisor
+from oracleaudit.execution.supervisor import MAX_CRASHES, ORIGINAL_TIMEOUT_S, SPARES, TIMEOUT_FLOOR_S, Supervisor
 from oracleaudit.files import file_sha256
 from oracleaudit.mutant import MUTANTS_FILE, read_mutants
 
@@ -75,7 +75,8 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
         scheduler: str | None = None, timeout_factor: float = 10.0, timeout_floor_s: float = TIMEOUT_FLOOR_S,
         per_solution: int | None = None, workers_per_gpu: int = WORKERS_PER_GPU, job_size: int = JOB_SIZE,
         evidence_engine: str = "auto", max_crashes: int = MAX_CRASHES, stop_after_s: float | None = None,
-        show_progress: bool = True, cover: Cover | None = None, supervision: str = "queue") -> RunResult:
+        show_progress: bool = True, cover: Cover | None = None, supervision: str = "queue",
+        spares: int = SPARES) -> RunResult:
     """Observe every Pending mutant (and each solution's original) on every input of the pool on the GPUs,
     appending the rows to the evidence store at `out`. Safe to interrupt and run again. With the local
     backend a job is shared out in slices of at most `job_size` variants, at most `workers_per_gpu` at a
@@ -85,9 +86,9 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
     each shape, `scoring.oracle.input_cover`). `stop_after_s`: stop starting pairs after that many seconds, as
     Ctrl-C does (the pairs in flight are dropped), and return what was recorded. `supervision` "queue": a
     variant that crashed or hung goes back to the front of the queue for any slot, a hung variant's cover
-    inputs have a 2 s deadline floor and a spare worker is always started ahead (supervisor.py); "slice", as
-    before those: its slice runs it after the others, at the full floor (kept to measure them:
-    bench/fault_tail.py)."""
+    inputs have a 2 s deadline floor and `spares` workers are kept started ahead (supervisor.py); "slice", as
+    before those: its slice runs it after the others, at the full floor, each restart's worker made at its
+    fault (kept to measure them: bench/fault_tail.py)."""
     from oracleaudit.execution.measure import ENGINES
     from oracleaudit.store import EvidenceStore
     from oracleaudit.terminal import progress_bar
@@ -103,6 +104,8 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
         raise OracleAuditError(f"--workers-per-gpu must be ≥ 1, got {workers_per_gpu}")
     if job_size < 1:
         raise OracleAuditError(f"--job-size must be ≥ 1, got {job_size}")
+    if spares < 0:
+        raise OracleAuditError(f"spares must be ≥ 0, got {spares}")
     if max_crashes < 0:
         raise OracleAuditError(f"--max-crashes must be ≥ 0, got {max_crashes}")
     if stop_after_s is not None and not stop_after_s > 0:
@@ -128,7 +131,9 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
                               enabled=show_progress) as advance:
                 supervise = dict(timeout_factor=timeout_factor, timeout_floor_s=timeout_floor_s, max_crashes=max_crashes)
                 if supervision == "slice":
-                    supervise.update(hung_floor_s=timeout_floor_s, spare_ahead=False)
+                    supervise.update(hung_floor_s=timeout_floor_s, spares=0)
+                else:
+                    supervise.update(spares=spares)
                 with Recorder(store, result, advance) as recorder:
                     if backend == "local":
                         Scheduler(jobs, require_gpus(gpus), workers_per_gpu, job_size, recorder, result,

@@ -36,10 +36,12 @@ times), for any slot to take; else (or when it is the slice's last variant) it r
 Run here, a slice's faulty variants were its tail: in shards 3-5 the slots were idle 20% of the time, mostly
 waiting for the last slices of a shard.
 
-A fresh worker is forked from a server that has torch imported (`worker_context`), and still costs a CUDA
-context (about a second) and the extension's load, so from the first restart on the supervisor keeps a spare
-worker started ahead: taking it starts the next one. (Started only at a restart and taken at once, as it was,
-the spare saved nothing: 0.92 s of startup per restart, 8% of the slots' time in shards 3-5 of the complete run.)
+A fresh worker is forked from a server that has torch imported (`worker_context`), and still costs CUDA's
+start (0.16 s alone) and the extension's load; but the driver serialises CUDA's start with the teardown of
+dying workers' contexts (0.5-12 s each under load), so among crashing and hanging variants a new worker's
+`torch.cuda.set_device` waited 8-17 s (median; restart_cost.json). From a slot's first restart on the
+supervisor keeps `SPARES` workers started ahead (taking one starts the next). Three spares, or reaping killed
+workers off the slot's thread, showed no gain: more teardowns and starts at once each waited longer.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Container
 
 from oracleaudit.execution.protocol import Built, Done, Failed, Fatal, Job, Memory, Ready, Rows, Started
+from oracleaudit.execution.trace import mark
 from oracleaudit.status import ORIGINAL, REFERENCE, Status
 
 BUILD_TIMEOUT_S = 3600.0
@@ -63,6 +66,7 @@ ORIGINAL_TIMEOUT_S = 600.0
 TIMEOUT_FLOOR_S = 5.0
 HUNG_TIMEOUT_FLOOR_S = 2.0  # the floor on the cover inputs of a variant that hung already (at most the floor)
 RETRY_DEADLINE_FACTOR = 2.0  # a pair that missed its deadline gets this many times it when run again
+SPARES = 1  # workers kept started ahead, from a slot's first restart on
 MAX_CRASHES = 3  # sticky crashes of one variant before its remaining inputs are inferred
 POLL_S = 0.5  # how often a waiting supervisor looks at the stop event
 WORKER_PRELOAD = ("torch", "torch.utils.cpp_extension", "numpy", "oracleaudit.execution.worker",
@@ -136,6 +140,11 @@ class WorkerProcess:
                                                                  os.getcwd()), daemon=True)
         self.process.start()
         child.close()
+        mark("start", child=self.process.pid)
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid
 
     def send(self, message: Any) -> None:
         self.conn.send(message)
@@ -151,8 +160,10 @@ class WorkerProcess:
         return self.process.exitcode
 
     def kill(self) -> None:
+        mark("kill", child=self.process.pid)
         self.process.kill()
         self.process.join(timeout=30)
+        mark("reaped", child=self.process.pid)
 
     def close(self) -> None:
         """Ask the worker to exit; kill it if it does not within 30 s."""
@@ -272,14 +283,15 @@ class Supervisor:
 
     `start(gpu)` makes a worker (default: a `WorkerProcess`); `on_rows(variant, rows)` records rows;
     `on_ready(total_bytes)` learns the GPU's memory from a worker's `Ready`; `hand_off(job)` queues the job of a
-    variant that crashed or hung for any slot (None: it runs in this slice, after the others). `hung_floor_s`
-    (at most `timeout_floor_s`) and `spare_ahead` are there to measure their gains (bench/fault_tail.py)."""
+    variant that crashed or hung for any slot (None: it runs in this slice, after the others). `spares`: workers
+    kept started ahead from the first restart on (0: each made at its fault). `hung_floor_s` (at most
+    `timeout_floor_s`) and `spares` are there to measure their gains (bench/fault_tail.py, restart_cost.py)."""
 
     def __init__(self, gpu: int, on_rows: Callable[[str, list[dict]], None], timeout_factor: float = 10.0,
                  timeout_floor_s: float = TIMEOUT_FLOOR_S, stop: threading.Event | None = None,
                  max_crashes: int = MAX_CRASHES, start: Callable[[int], Any] = WorkerProcess,
                  on_ready: Callable[[int], None] | None = None, hand_off: Callable[[Job], None] | None = None,
-                 hung_floor_s: float = HUNG_TIMEOUT_FLOOR_S, spare_ahead: bool = True):
+                 hung_floor_s: float = HUNG_TIMEOUT_FLOOR_S, spares: int = SPARES):
         self.gpu = gpu
         self.on_rows = on_rows
         self.timeout_factor = timeout_factor
@@ -290,39 +302,42 @@ class Supervisor:
         self.on_ready = on_ready
         self.hand_off = hand_off
         self.hung_floor_s = min(hung_floor_s, timeout_floor_s)
-        self.spare_ahead = spare_ahead
+        self.spares_ahead = spares
         self.worker = None
-        self.spare = None
+        self.spares: list = []  # workers started ahead, the oldest first
         self.restarts = 0
 
     # ---- workers ---------------------------------------------------------------------------------------
 
     def _worker(self):
         if self.worker is None:
-            if self.spare is not None:
-                self.worker, self.spare = self.spare, None
-                if self.spare_ahead and not self.stop.is_set():  # the next restart's worker, up meanwhile
-                    self.spare = self.start(self.gpu)
+            if self.spares:
+                self.worker = self.spares.pop(0)
+                self._top_up(self.spares_ahead)  # the next restarts' workers, up meanwhile
             else:
                 self.worker = self.start(self.gpu)
         return self.worker
 
+    def _top_up(self, count: int) -> None:
+        while len(self.spares) < count and not self.stop.is_set():
+            self.spares.append(self.start(self.gpu))
+
     def _discard(self) -> None:
-        """Kill the current worker and have a spare started for the next one."""
+        """Kill the current worker and have a spare started for the next one (`spares` of them)."""
         if self.worker is not None:
             self.worker.kill()
             self.worker = None
         if self.stop.is_set():
             return
         self.restarts += 1
-        if self.spare is None:
-            self.spare = self.start(self.gpu)
+        self._top_up(max(1, self.spares_ahead))
 
     def close(self) -> None:
-        for worker in (self.worker, self.spare):
+        for worker in (self.worker, *self.spares):
             if worker is not None:
                 worker.close()
-        self.worker = self.spare = None
+        self.worker = None
+        self.spares = []
 
     def interrupt(self) -> None:
         """From another thread: kill the worker now; the supervising thread sees it die and, with `stop` set,
@@ -343,7 +358,9 @@ class Supervisor:
         retried = False
         while state.remaining() and not self.stop.is_set():
             worker = self._worker()
-            worker.send(state.next_job())
+            sent = state.next_job()
+            mark("send", child=getattr(worker, "pid", None), variants=len(sent.work), faults=len(sent.faults))
+            worker.send(sent)
             ended = self._drive(worker, state, result, shared, on_memory)
             if ended == "done":
                 break
@@ -399,6 +416,7 @@ class Supervisor:
                 if self.on_ready is not None:
                     self.on_ready(message.total_bytes)
             elif isinstance(message, Built):
+                mark("built", child=getattr(worker, "pid", None))
                 result.seconds["build_load"] += message.seconds
                 result.seconds["startup"] += max(0.0, now - sent - message.seconds)  # process, torch, CUDA
                 deadline = now + ORIGINAL_TIMEOUT_S
@@ -418,6 +436,7 @@ class Supervisor:
                 if on_memory is not None:
                     on_memory(message.peak_bytes)
             elif isinstance(message, Fatal):
+                mark("fatal", child=getattr(worker, "pid", None))
                 if state.replaying:
                     self._discard()
                     return self._replay_failed(state)
@@ -493,6 +512,7 @@ class Supervisor:
     def _timed_out(self, state: _Slice, result: SliceResult, deadline: float) -> str:
         job = state.job
         current = state.current
+        mark("timeout", child=getattr(self.worker, "pid", None), pair=current)
         self._discard()
         if current is None:
             state.error = f"{job.solution}: the worker gave no sign of progress outside any variant; killed"

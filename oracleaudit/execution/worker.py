@@ -52,6 +52,7 @@ from oracleaudit.execution.observation import first_line, is_out_of_memory, row,
 from oracleaudit.execution.phases import PhaseClock
 from oracleaudit.execution.plan import input_runs
 from oracleaudit.execution.protocol import Built, Done, Failed, Fatal, Job, Memory, Ready, Rows, Started
+from oracleaudit.execution.trace import mark
 from oracleaudit.status import ORIGINAL, REFERENCE, Status
 from oracleaudit.tensors import map_tensors, tensor_bytes, tensors, to_double
 
@@ -118,6 +119,7 @@ class JobRun:
             mutants = [Mutant(**m) for m in job.mutants if m["id"] not in unbuildable]
             self.plan, self.built, dropped = builds.build_isolating(Path(job.solution), mutants, Path(job.build_dir))
         unbuildable.update(dropped)
+        mark("built")
         self.send(Built(self.clock.take().get("load", 0.0)))  # the supervisor counts it as build_load
         self.problem = problem_at(job.problem_path)
         self.problem_sha = file_sha256(self.problem.path)
@@ -171,10 +173,12 @@ class JobRun:
         import torch
 
         job = self.job
+        mark("group")
         with self.clock("references"):
             self.module = group[0].load_problem(self.problem)
             self.weight_seed = group[0].weight_seed
             self._make_reference_model()
+        mark("model")
         self.model64 = None
         self.host: OrderedDict[str, HostEntry] = OrderedDict()
         self.gpu: GpuEntry | None = None
@@ -372,6 +376,7 @@ class JobRun:
         # (a reference another worker is computing or writing) is no part of the variant's deadline.
         solution = self._solution(variant)
         gpu = None if isinstance(solution, BaseException) else self._gpu_entry(entry)
+        mark("pair", variant=variant.key, input=entry.key)
         self.send(Started(variant.key, entry.key))
         if gpu is None:
             self._send_rows(variant, entry, [row(variant.key, job.problem, where, 0, status_of(solution),
@@ -434,6 +439,7 @@ class JobRun:
         if isinstance(solution, BaseException):
             return
         gpu = self._gpu_entry(entry)
+        mark("pair", variant=variant.key, input=entry.key, replay=True)
         self.send(Started(variant.key, entry.key, replay=True))
         with self.clock.instead("replay"):
             try:
@@ -462,6 +468,7 @@ class JobRun:
         continues the job in a fresh worker)."""
         self.send(Rows(variant.key, entry.key, tuple(rows), self.clock.take()))
         self.send(Fatal(variant.key, entry.key, f"{type(err).__name__}: {first_line(err)}"))
+        mark("exit")
         os._exit(3)
 
     def _observe(self, key: str, where: tuple, gpu: GpuEntry, timing: tuple, first: list, second: list) -> list[dict]:
@@ -558,16 +565,20 @@ def main(conn, gpu: str, environ: dict[str, str] | None = None, cwd: str | None 
     if cwd is not None:
         os.chdir(cwd)
     os.environ.setdefault("MAX_JOBS", "2")
+    mark("main")
     import torch
 
     torch.cuda.set_device(torch.device(gpu))
+    mark("init")
     torch.zeros(1, device=gpu)  # the CUDA context, now: a spare worker is ready when it is needed
     free, total = torch.cuda.mem_get_info(torch.device(gpu))
+    mark("ready")
     conn.send(Ready(int(total), int(free)))
     while True:
         job = conn.recv()
         if job is None:
             return
+        mark("job")
         if job.cpu_threads:  # workers sharing a machine share its cores: OpenMP teams of every core each thrash
             torch.set_num_threads(job.cpu_threads)
         profiler = _profiler()

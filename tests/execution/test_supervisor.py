@@ -24,7 +24,7 @@ from oracleaudit.execution.protocol import (
     Rows,
     Started,
 )
-from oracleaudit.execution.supervisor import SliceResult, Supervisor
+from oracleaudit.execution.supervisor import SPARES, SliceResult, Supervisor
 
 INPUTS = ("a/s=0/official", "b/s=1/official", "c/s=2/odd")
 MUTANTS = ("m1", "m2", "m3")
@@ -219,18 +219,19 @@ def test_a_crash_on_one_input_is_recorded_and_the_variant_goes_on_in_a_fresh_wor
     assert resumed.variants() == ["m3"] and ORIGINAL not in resumed.variants()
     assert resumed.time_original == ()  # the original's times are already known
     assert resumed.record_references == ()
-    # m2 crashed: its remaining input runs after the others', alone, in the same fresh worker; taking that
-    # worker started the spare for a next restart
-    assert deferred.work == (("m2", (INPUTS[2],)),) and world.started == 3
+    # m2 crashed: its remaining input runs after the others', alone, in the same fresh worker; the crash
+    # started SPARES workers, and taking the first of them one more, for next restarts
+    assert deferred.work == (("m2", (INPUTS[2],)),) and world.started == 2 + SPARES
     assert [n for what, n in world.events if what == "job"] == [1, 2, 2]
 
 
 def test_from_the_first_restart_on_each_fresh_worker_was_started_before_the_fault_it_replaces() -> None:
-    """A fresh worker costs a CUDA context (about a second): after the first restart, each one taken was
-    started while the worker before it ran, not at the fault, so a restart does not wait for its start."""
+    """A fresh worker costs a CUDA context (about a second): with one spare, after the first restart each one
+    taken was started while the worker before it ran, not at the fault, so a restart does not wait for its
+    start."""
     world = World({("m1", key): ["crash"] for key in INPUTS})
     job = make_job()
-    result, recorded, supervisor = supervise(world, job, max_crashes=0)
+    result, recorded, supervisor = supervise(world, job, max_crashes=0, spares=1)
     assert set(recorded) == every_pair(job) and supervisor.restarts == 3
     served = [(i, n) for i, (what, n) in enumerate(world.events) if what == "job"]
     # worker 1 crashes on m1's first input; worker 2 (started at that crash) runs the others, then m1's
@@ -242,10 +243,26 @@ def test_from_the_first_restart_on_each_fresh_worker_was_started_before_the_faul
     assert world.started == 4  # worker 4, started when worker 3 was taken: a spare never needed, closed
 
     world = World({("m1", key): ["crash"] for key in INPUTS})
-    supervise(world, job, max_crashes=0, spare_ahead=False)  # as before: each restart's worker made at its fault
+    supervise(world, job, max_crashes=0, spares=0)  # as before: each restart's worker made at its fault
     served = [i for i, (what, n) in enumerate(world.events) if what == "job"]
     made = {n: i for i, (what, n) in enumerate(world.events) if what == "made"}
     assert made[3] > served[2]
+
+
+def test_with_two_spares_each_of_a_crash_chain_s_workers_was_started_two_faults_ahead() -> None:
+    """`spares=2`: from the first restart on, two workers are kept started ahead, so a variant that crashes on
+    every input takes workers started two faults before, while the ones before them ran; the first restart
+    starts both; the spares never taken are closed with the supervisor."""
+    world = World({("m1", key): ["crash"] for key in INPUTS})
+    job = make_job()
+    result, recorded, supervisor = supervise(world, job, max_crashes=0, spares=2)
+    assert set(recorded) == every_pair(job) and supervisor.restarts == 3
+    served = [i for i, (what, n) in enumerate(world.events) if what == "job"]
+    made = {n: i for i, (what, n) in enumerate(world.events) if what == "made"}
+    assert [n for what, n in world.events if what == "job"] == [1, 2, 2, 3]
+    assert served[0] < made[2] < made[3] < served[1]  # the first fault starts two: 3 is up before 2 runs
+    assert made[4] < served[1] and made[5] < served[3]  # each taking starts the next
+    assert world.started == 5 and supervisor.spares == []  # 4 and 5, never needed, closed
 
 
 def test_a_dead_worker_s_seconds_count_up_to_its_last_pair_and_replays_have_their_own_phase() -> None:
