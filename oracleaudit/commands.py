@@ -175,7 +175,8 @@ def register_run(sub: argparse._SubParsersAction) -> None:
                         help="a mutant may take F × the original's time plus a floor (default: 10)")
     parser.add_argument("--timeout-floor", type=float, default=TIMEOUT_FLOOR_S, metavar="SECONDS",
                         help="the floor of a mutant's deadline (default: %(default)s s); a pair past its "
-                             "deadline is recorded as Timeout and costs its worker that long")
+                             "deadline is waited for to twice it, then recorded as Timeout: a hang costs its "
+                             "worker that long")
     parser.add_argument("--per-solution", type=int, metavar="N",
                         help="run only the first N Pending mutants of each solution by id (a deterministic sample)")
     parser.add_argument("--workers-per-gpu", type=int, default=WORKERS_PER_GPU, metavar="K",

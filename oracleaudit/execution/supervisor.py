@@ -4,18 +4,20 @@ for pairs the worker could not observe.
 A `Supervisor` drives one worker process at a time through jobs (protocol.py). Per (variant, input) pair the
 worker says `Started`, then sends `Rows`; the supervisor records them and turns everything else into rows
 of its own:
-- a pair that misses its deadline (`timeout_floor_s + timeout_factor ×` the original's time on that input;
-  `ORIGINAL_TIMEOUT_S` for the original) has its worker killed and is run once more in a fresh worker with
-  `RETRY_DEADLINE_FACTOR` times the deadline (a worker stalled by its neighbours on a shared GPU and CPU is
-  not the variant's hang); if it misses that too it is recorded as Timeout and the variant's other inputs
-  still to observe are recorded as *inferred* Timeout rows (a hang costs two deadlines, not one per input);
+- a mutant's pair past its deadline (`timeout_floor_s + timeout_factor ×` the original's time on that input;
+  the original's, `ORIGINAL_TIMEOUT_S`, is not extended) is waited for in place to `RETRY_DEADLINE_FACTOR`
+  times it (a worker stalled by its neighbours on a shared GPU is not the variant's hang: its pair ends and is
+  recorded); past that its worker is killed, the pair recorded as Timeout and the variant's other inputs still
+  to observe as *inferred* Timeout rows. (Killed at the first deadline and run again, a hang cost two kills,
+  and while the driver tears a hung worker down (1.3-3.4 s, median) pairs start at 0.2-0.6 of the run's rate:
+  bench/results/restart_cost.json);
 - a pair whose worker dies (a sticky CUDA error ends the CUDA context, so the worker reports `Fatal` and
   exits; or the process just dies) is recorded as RuntimeError and the job continues in a fresh worker on
   the remaining pairs, so a crash on one input leaves no hole on the others. After more than `max_crashes`
   such crashes of one variant its remaining inputs are recorded as inferred RuntimeError rows;
 - inputs of the job's `cover` (one input of each oracle the run serves, at each shape) are never inferred:
   a variant past its crashes, or one that hung, is still observed on them, so that each oracle observes it
-  at least once (a hung variant's cover input that misses its deadline is a Timeout at once, not run again,
+  at least once (a hung variant's cover input that misses its deadline is a Timeout at once, not waited for,
   and its deadline there has the floor `HUNG_TIMEOUT_FLOOR_S`: the cover inputs of the 20 hung variants of
   shards 3-5 of the complete run cost 17.6% of the slots' time at the full floor);
 - a pair whose rows say OOM while another worker held memory on the same GPU (`shared()`) is not recorded:
@@ -25,7 +27,7 @@ Inferred rows carry `inferred = True`; scoring treats them as unobserved.
 
 A variant may keep state across inputs in its process (a static output buffer returned again, a call count);
 its row on an input is what it returns after its earlier inputs ran in the same process. When a worker dies
-for another variant's fault (or a pair missed its deadline), the fresh worker first runs each variant's
+for another variant's fault (a crash, or a hang that had it killed), the fresh worker first runs each variant's
 inputs recorded since its own last crash again, unrecorded (`Job.replay`), so that state does not depend on
 which other variants shared the process. A variant's own crash gives it a fresh process, as it would alone;
 a replay that crashes or hangs drops that variant's replay and the job goes on. A variant that crashed or
@@ -65,7 +67,7 @@ ORIGINAL_TIMEOUT_S = 600.0
 # has to absorb the noise of a pair that takes milliseconds, also with other workers sharing the GPU.
 TIMEOUT_FLOOR_S = 5.0
 HUNG_TIMEOUT_FLOOR_S = 2.0  # the floor on the cover inputs of a variant that hung already (at most the floor)
-RETRY_DEADLINE_FACTOR = 2.0  # a pair that missed its deadline gets this many times it when run again
+RETRY_DEADLINE_FACTOR = 2.0  # a pair past its deadline is waited for until this many times it
 SPARES = 1  # workers kept started ahead, from a slot's first restart on
 MAX_CRASHES = 3  # sticky crashes of one variant before its remaining inputs are inferred
 POLL_S = 0.5  # how often a waiting supervisor looks at the stop event
@@ -218,7 +220,7 @@ class _Slice:
         self.references = set(job.record_references)
         self.original_s: dict[str, float] = dict(job.original_s)
         self.crashes: Counter = Counter({variant: crashes for variant, crashes, _, _ in job.faults})
-        # pairs that missed their deadline once: run again
+        # pairs that missed their deadline once: waited for longer
         self.missed: set[tuple[str, str]] = {(variant, key) for variant, _, _, keys in job.faults for key in keys}
         self.alone: dict[str, list[str]] = {}
         self.history: dict[str, list[str]] = {}  # inputs each variant ran in its process state (Job.replay)
@@ -403,6 +405,9 @@ class Supervisor:
                 self._discard()
                 return "failed"
             remaining = deadline - time.monotonic()
+            if remaining <= 0 and self._wait_longer(state, result):
+                deadline = state.started + self._limit(state, *state.current)
+                continue
             if remaining <= 0:
                 return self._timed_out(state, result, deadline)
             if not worker.poll(min(POLL_S, remaining)):
@@ -509,6 +514,18 @@ class Supervisor:
                                   f"not run: the variant crashed the CUDA context on {state.crashes[variant]} "
                                   f"inputs (last {key}); more than --max-crashes {self.max_crashes}")
 
+    def _wait_longer(self, state: _Slice, result: SliceResult) -> bool:
+        """Whether the pair running now, past its deadline, is waited for in place (to `RETRY_DEADLINE_FACTOR`
+        times it): a mutant's pair past its first deadline, not a replay, its variant not hung already."""
+        variant, key = state.current or (ORIGINAL, "")
+        if state.replaying or variant == ORIGINAL or not state.owed(variant, key) or variant in state.hung \
+                or (variant, key) in state.missed:
+            return False
+        state.missed.add((variant, key))
+        result.hangs += 1
+        mark("wait", variant=variant, input=key)
+        return True
+
     def _timed_out(self, state: _Slice, result: SliceResult, deadline: float) -> str:
         job = state.job
         current = state.current
@@ -528,13 +545,10 @@ class Supervisor:
                 state.error = f"{job.solution}: the original timed out on {key} ({waited})"
                 return "failed"
             return "restart"
-        if variant != ORIGINAL and (variant, key) not in state.missed and variant not in state.hung:
-            state.missed.add((variant, key))  # run again in a fresh worker, with a longer deadline
-            return "restart"
         if variant in state.hung:
             waited += ", after it hung on another input"
         elif variant != ORIGINAL:
-            waited += ", run again after missing the first deadline"
+            waited += ", waited for after missing the first deadline"
         state.take(variant, key)
         state.hung.add(variant)
         state.defer(variant)  # its own hang ended its process: a fresh state from here, as after a crash

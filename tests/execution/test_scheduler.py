@@ -34,14 +34,14 @@ def run(world: World, job, monkeypatch, workers_per_gpu: int = 2, job_size: int 
 
 def test_the_slices_of_a_job_are_recorded_whole_and_a_slot_waiting_for_the_last_slice_counts_as_idle(
         monkeypatch) -> None:
-    """Two slots, two slices: m3's slice hangs twice on its first input (about a second of deadlines)
-    while the other slot, its slice done in milliseconds, waits for the run's end: that wait is idle time."""
+    """Two slots, two slices: m3's slice hangs on its first input (its 0.3 s deadline, then waited for to twice
+    it) while the other slot, its slice done in milliseconds, waits for the run's end: that wait is idle time."""
     world, job = World({("m3", INPUTS[0]): ["hang"]}), make_job()
     result, recorded = run(world, job, monkeypatch)
     assert set(recorded) == every_pair(job) and result.errors == []
     assert [j.variants() for j in world.jobs][:2] in ([[ORIGINAL, "m1", "m2"], ["m3"]],
                                                       [["m3"], [ORIGINAL, "m1", "m2"]])
-    assert result.hangs == 2 and result.seconds["hung"] >= 0.9
+    assert result.hangs == 2 and result.seconds["hung"] >= 0.59
     assert result.idle_s >= 0.8 * result.seconds["hung"], (result.idle_s, result.seconds)
     assert result.execution_wall_s >= result.seconds["hung"] / 2
 
