@@ -1,0 +1,210 @@
+"""Benchmark (CPU): what each way of observing fewer pairs of faulty variants would save of a run, and what it
+would cost the scores, measured on the bundled evidence.
+
+A hung variant costs its slot a deadline and a kill for each input it is observed on after its first hang (the
+inputs of the run's cover: one of each oracle at each shape), and every kill of a hung worker slows the other
+workers while the driver tears it down; a crashing variant costs a worker restart for each input it crashes
+on, and the driver serialises a new worker's CUDA start with those teardowns (bench/results/restart_cost.json).
+The run observes a faulty variant on its cover so that every oracle observes it at least once. Each policy
+below turns some of the bundled evidence's observed rows of faulty variants into inferred ones (what the run
+would not have observed under it), following the order a worker runs a job's inputs in (`plan.input_runs`):
+
+    now          the evidence as it is
+    cover-first  after a variant's first crash its remaining cover inputs run before its other inputs: where it
+                 then has crashed more than 3 times, its other inputs after the first crash are inferred (the
+                 run's crash cap, reached on the cover; today it runs them in run order, crashing on some)
+    hung-once    after a variant's first observed Timeout, its other inputs are inferred (cover included)
+    crash-cap-K  after a variant's K+1-th observed crash (AcceleratorError or WorkerDied), its other inputs are
+                 inferred (cover included; today the cap spares the cover)
+    both         hung-once and crash-cap-3
+
+For each: the observed rows it infers, the kills and restarts it saves (an inferred Timeout row is a kill; an
+inferred crash row a restart) and an estimate of the slot-seconds (an inferred Timeout row's deadline, the
+hung floor plus 10 × the original's time there, plus a restart's startup; an inferred crash row's startup:
+--startup-s, the complete run's startup seconds per restart); and per catalog oracle the mutants it kills and
+cannot observe on all its inputs (`score`'s unobserved: neither caught nor escaped) and its detection, beside
+`now`'s.
+
+    PYTHONPATH=. python bench/fault_policy.py --out bench/results/fault_policy.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow.compute as pc
+
+ROOT = Path(__file__).resolve().parent.parent
+EVIDENCE = ROOT / "kill_matrix" / "evidence"
+MUTANTS = ROOT / "kill_matrix" / "mutants"
+CRASHES = ("AcceleratorError", "WorkerDied")
+POLICIES = ("now", "cover-first", "hung-once", "crash-cap-1", "crash-cap-3", "both")
+MAX_CRASHES = 3  # the run's default (supervisor.MAX_CRASHES)
+
+
+def run_order(problem_files: dict[str, str], pool_name: str) -> dict[str, dict[str, int]]:
+    """Per problem, each input key's position in the order a worker runs them: the first entry of every group
+    of one shape and weight seed, then the rest of each group (`plan.input_runs`)."""
+    from oracleaudit.pool import Pool
+
+    pool = Pool.load(pool_name)
+    orders: dict[str, dict[str, int]] = {}
+    for problem, path in problem_files.items():
+        groups: dict[tuple, list[str]] = {}
+        for entry in pool.entries_for(ROOT / path):
+            groups.setdefault((entry.shape, entry.weight_seed), []).append(entry.key)
+        ordered = [keys[0] for keys in groups.values()] + [k for keys in groups.values() for k in keys[1:]]
+        orders[problem] = {key: index for index, key in enumerate(ordered)}
+    return orders
+
+
+def inferred_by(policy: str, rows, order: dict[str, dict[str, int]],
+                cover: dict[str, set[str]] | None = None) -> np.ndarray:
+    """The store rows (a boolean mask over `rows`, the store's order) a policy infers beyond those inferred
+    already: every row of a (variant, input) after the variant's cut-off pair in run order (for cover-first,
+    every row of a non-cover input after its first crash, where its crashes on the cover pass the cap)."""
+    mask = np.zeros(len(rows), dtype=bool)
+    if policy == "now":
+        return mask
+    if policy == "cover-first":
+        return _cover_first(rows, order, cover or {})
+    hung_once = policy in ("hung-once", "both")
+    cap = {"crash-cap-1": 1, "crash-cap-3": 3, "both": 3}.get(policy)
+    position = np.array([order[p].get(k, -1) for p, k in zip(rows["problem"], rows["input_id"])])
+    observed = ~rows["inferred"].to_numpy()
+    mutant = ~rows["mutant_id"].isin(["original", "reference"]).to_numpy()
+    first_row = rows["output_index"].to_numpy() == 0
+    timeout = (rows["status"] == "Timeout").to_numpy()
+    crash = rows["error_class"].isin(CRASHES).to_numpy()
+    keys = rows["problem"].astype(str) + "\0" + rows["mutant_id"].astype(str)
+    cut: dict[str, int] = {}
+    candidates = observed & mutant & first_row
+    if hung_once:
+        for key, pos in zip(keys[candidates & timeout], position[candidates & timeout]):
+            cut[key] = min(cut.get(key, pos), pos)
+    if cap is not None:
+        crashes: dict[str, list[int]] = {}
+        for key, pos in zip(keys[candidates & crash], position[candidates & crash]):
+            crashes.setdefault(key, []).append(pos)
+        for key, positions in crashes.items():
+            if len(positions) > cap + 1:
+                cut[key] = min(cut.get(key, 1 << 30), sorted(positions)[cap])
+    limit = keys.map(cut).fillna(1 << 30).to_numpy()
+    return observed & mutant & (position > limit)
+
+
+def _cover_first(rows, order: dict[str, dict[str, int]], cover: dict[str, set[str]]) -> np.ndarray:
+    position = np.array([order[p].get(k, -1) for p, k in zip(rows["problem"], rows["input_id"])])
+    covered = np.array([k in cover.get(p, ()) for p, k in zip(rows["problem"], rows["input_id"])])
+    observed = ~rows["inferred"].to_numpy()
+    mutant = ~rows["mutant_id"].isin(["original", "reference"]).to_numpy()
+    crash = rows["error_class"].isin(CRASHES).to_numpy() & (rows["output_index"].to_numpy() == 0) & observed
+    keys = (rows["problem"].astype(str) + "\0" + rows["mutant_id"].astype(str)).to_numpy()
+    first: dict[str, int] = {}
+    for key, pos in zip(keys[crash & mutant], position[crash & mutant]):
+        first[key] = min(first.get(key, pos), pos)
+    after = position > np.array([first.get(key, 1 << 30) for key in keys])
+    cover_crashes: dict[str, int] = {}
+    for key in keys[crash & mutant & covered & after]:
+        cover_crashes[key] = cover_crashes.get(key, 0) + 1
+    capped = np.array([1 + cover_crashes.get(key, 0) > MAX_CRASHES for key in keys])
+    return observed & mutant & after & ~covered & capped
+
+
+def scores(evidence: Path, mutants: Path, extra: np.ndarray | None, oracles) -> dict[str, dict]:
+    """Per oracle: killed, unobserved, detection, with the rows of `extra` (a mask over the store's rows) left
+    out as inferred."""
+    from oracleaudit.mutant import read_mutants
+    from oracleaudit.scoring import Audit
+    from oracleaudit.scoring.observations import CORE_COLUMNS, Observations
+    from oracleaudit.store import EvidenceStore
+
+    store = EvidenceStore(evidence)
+    table = store.read_table(columns=[*CORE_COLUMNS, "inferred"])
+    inferred = pc.fill_null(table.column("inferred"), False).combine_chunks().to_numpy(zero_copy_only=False)
+    if extra is not None:
+        inferred = inferred | extra
+    keep = ~inferred
+    obs = Observations(table.drop_columns(["inferred"]).filter(keep), store, pc.invert(inferred) if inferred.any()
+                       else None, int(inferred.sum()))
+    audit = Audit.from_parts(obs, read_mutants(mutants), mutants)
+    out = {}
+    for oracle in oracles:
+        s = audit.score(oracle, top=0)
+        out[oracle.name] = {key: s[key] for key in ("killed", "unobserved", "escaped", "detection")}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--evidence", type=Path, default=EVIDENCE)
+    parser.add_argument("--mutants", type=Path, default=MUTANTS)
+    parser.add_argument("--pool", default="default")
+    parser.add_argument("--hung-floor-s", type=float, default=2.0)
+    parser.add_argument("--startup-s", type=float, required=True, help="seconds of startup per worker restart")
+    parser.add_argument("--policies", type=lambda t: t.split(","), default=list(POLICIES))
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    unknown = [p for p in args.policies if p not in POLICIES]
+    if unknown:
+        parser.error(f"unknown policies {unknown} (known: {', '.join(POLICIES)})")
+
+    from oracleaudit.mutant import read_mutants
+    from oracleaudit.scoring.oracle import Oracle, catalog, covering
+    from oracleaudit.store import EvidenceStore
+
+    started = time.perf_counter()
+    records = read_mutants(args.mutants)
+    order = run_order({m.problem: m.problem_file for m in records}, args.pool)
+    rows = EvidenceStore(args.evidence).open().read(columns=["problem", "mutant_id", "input_id", "output_index",
+                                                             "status", "error_class", "inferred", "time_ms"])
+    rows["inferred"] = rows["inferred"].fillna(False).astype(bool)
+    original_ms = rows[(rows["mutant_id"] == "original") & (rows["output_index"] == 0)].set_index(
+        ["problem", "input_id"])["time_ms"]
+    oracles = [Oracle.load(name) for name in catalog()]
+    cover_of = covering()
+    cover = {problem: set(cover_of(problem, sorted(keys, key=keys.get))) for problem, keys in order.items()}
+    result: dict = {"evidence": str(args.evidence.relative_to(ROOT)) if args.evidence.is_relative_to(ROOT)
+                    else str(args.evidence), "rows": len(rows), "startup_s_per_restart": args.startup_s,
+                    "hung_floor_s": args.hung_floor_s, "policies": {}}
+    base = None
+    for policy in args.policies:
+        extra = inferred_by(policy, rows, order, cover)
+        first = extra & (rows["output_index"].to_numpy() == 0)
+        timeouts = first & (rows["status"] == "Timeout").to_numpy()
+        crashes = first & rows["error_class"].isin(CRASHES).to_numpy()
+        deadline_s = sum(args.hung_floor_s + 10 * original_ms.get((p, k), 0.0) / 1000.0
+                         for p, k in zip(rows["problem"][timeouts], rows["input_id"][timeouts]))
+        part = {"pairs_inferred": int(first.sum()), "kills_saved": int(timeouts.sum()),
+                "restarts_saved": int(timeouts.sum() + crashes.sum()),
+                "slot_s_saved": round(deadline_s + (timeouts.sum() + crashes.sum()) * args.startup_s, 1),
+                "oracles": scores(args.evidence, args.mutants, extra if extra.any() else None, oracles)}
+        if base is None:
+            base = part["oracles"]
+        part["detection_change_points"] = {
+            name: round(100 * ((s["detection"] or 0) - (base[name]["detection"] or 0)), 2)
+            for name, s in part["oracles"].items()}
+        part["unobserved_added"] = {name: s["unobserved"] - base[name]["unobserved"] for name, s in part["oracles"].items()}
+        result["policies"][policy] = part
+        print(f"{policy}: {part['pairs_inferred']} pairs inferred, {part['kills_saved']} kills and "
+              f"{part['restarts_saved']} restarts saved (~{part['slot_s_saved']} slot-s); detection change "
+              f"{min(part['detection_change_points'].values()):+.2f} to {max(part['detection_change_points'].values()):+.2f} "
+              f"points, unobserved +{min(part['unobserved_added'].values())} to +{max(part['unobserved_added'].values())}",
+              flush=True)
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    from oracleaudit.errors import OracleAuditError
+
+    try:
+        main()
+    except (OracleAuditError, OSError, ValueError) as err:
+        sys.exit(f"fault_policy.py: error: {err}")

@@ -1,0 +1,67 @@
+"""bench/fault_policy.py: which observed rows each policy would have left unobserved (CPU; the scores of the
+bundled evidence under them are the benchmark's own output)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from bench import fault_policy
+
+ROOT = Path(__file__).parents[2]
+ORDER = {"P": {"a": 0, "b": 1, "c": 2, "d": 3}}
+
+
+def rows() -> pd.DataFrame:
+    """m1 is Ok on a, hangs on b (its first Timeout) and times out on d (a cover input); m2 crashes on all four
+    inputs, d with two output rows; m3's d was inferred already; the original is Ok everywhere."""
+    data = [("original", k, 0, "Ok", None, False) for k in "abcd"]
+    data += [("m1", "a", 0, "Ok", None, False), ("m1", "b", 0, "Timeout", "TimeoutError", False),
+             ("m1", "c", 0, "Timeout", "TimeoutError", True), ("m1", "d", 0, "Timeout", "TimeoutError", False)]
+    data += [("m2", k, 0, "RuntimeError", "AcceleratorError", False) for k in "abcd"]
+    data += [("m2", "d", 1, "RuntimeError", "AcceleratorError", False)]
+    data += [("m3", "a", 0, "RuntimeError", "WorkerDied", False), ("m3", "d", 0, "RuntimeError", "NotRun", True)]
+    frame = pd.DataFrame(data, columns=["mutant_id", "input_id", "output_index", "status", "error_class", "inferred"])
+    frame.insert(0, "problem", "P")
+    return frame
+
+
+def inferred(policy: str) -> list[tuple[str, str, int]]:
+    frame = rows()
+    mask = fault_policy.inferred_by(policy, frame, ORDER)
+    return [tuple(r) for r in frame.loc[mask, ["mutant_id", "input_id", "output_index"]].itertuples(index=False)]
+
+
+def test_each_policy_infers_what_follows_its_cut_off_in_run_order() -> None:
+    assert inferred("now") == []
+    assert inferred("hung-once") == [("m1", "d", 0)]  # after m1's first Timeout (b); c was inferred already
+    assert inferred("crash-cap-1") == [("m2", "c", 0), ("m2", "d", 0), ("m2", "d", 1)]  # after its 2nd crash
+    assert inferred("crash-cap-3") == []  # four crashes: not more than 3 + 1
+    assert inferred("both") == [("m1", "d", 0)]
+
+
+def test_help_runs_and_an_unknown_policy_is_one_error_line() -> None:
+    script = [sys.executable, str(ROOT / "bench" / "fault_policy.py")]
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    assert subprocess.run([*script, "--help"], capture_output=True, cwd=ROOT, env=env).returncode == 0
+    done = subprocess.run([*script, "--startup-s", "1", "--policies", "now,all"], capture_output=True, text=True,
+                          cwd=ROOT, env=env)
+    assert done.returncode == 2 and "unknown policies ['all']" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_cover_first_infers_a_crashing_variant_s_other_inputs_once_its_cover_crashes_pass_the_cap() -> None:
+    """m2 crashes on a-e and is Ok on f; its cover is a, c, d, e. Its first crash (a) is followed by c, d and e,
+    four crashes (more than 3): b and f, run after the cover, are inferred; m4 crashes on a and b only (two
+    crashes by then): nothing."""
+    order = {"P": {key: i for i, key in enumerate("abcdef")}}
+    data = [("m2", k, "RuntimeError", "AcceleratorError") for k in "abcde"] + [("m2", "f", "Ok", None)]
+    data += [("m4", k, "RuntimeError", "AcceleratorError") for k in "ab"] + [("m4", k, "Ok", None) for k in "cdef"]
+    frame = pd.DataFrame(data, columns=["mutant_id", "input_id", "status", "error_class"])
+    frame.insert(0, "problem", "P")
+    frame["output_index"], frame["inferred"] = 0, False
+    mask = fault_policy.inferred_by("cover-first", frame, order, {"P": set("acde")})
+    assert [tuple(r) for r in frame.loc[mask, ["mutant_id", "input_id"]].itertuples(index=False)] == [
+        ("m2", "b"), ("m2", "f")]
