@@ -17,6 +17,11 @@ would not have observed under it), following the order a worker runs a job's inp
     crash-cap-K  after a variant's K+1-th observed crash (AcceleratorError or WorkerDied), its other inputs are
                  inferred (cover included; today the cap spares the cover)
     both         hung-once and crash-cap-3
+    decided      after a variant's first crash or hang, an input is not run where every catalog oracle that draws
+                 it has already seen the variant fail (a crash or Timeout row on an input it draws, in a stage
+                 whose fail statuses hold that status): no oracle's verdict can change (the crash cap still
+                 applies to the other inputs, as now). The run does this since it was measured here
+                 (`execution.ledger`); the evidence was recorded before
 
 For each: the observed rows it infers, the kills and restarts it saves (an inferred Timeout row is a kill; an
 inferred crash row a restart) and an estimate of the slot-seconds (an inferred Timeout row's deadline, the
@@ -43,7 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE = ROOT / "kill_matrix" / "evidence"
 MUTANTS = ROOT / "kill_matrix" / "mutants"
 CRASHES = ("AcceleratorError", "WorkerDied")
-POLICIES = ("now", "cover-first", "hung-once", "crash-cap-1", "crash-cap-3", "both")
+POLICIES = ("now", "cover-first", "hung-once", "crash-cap-1", "crash-cap-3", "both", "decided")
 MAX_CRASHES = 3  # the run's default (supervisor.MAX_CRASHES)
 
 
@@ -64,7 +69,7 @@ def run_order(problem_files: dict[str, str], pool_name: str) -> dict[str, dict[s
 
 
 def inferred_by(policy: str, rows, order: dict[str, dict[str, int]],
-                cover: dict[str, set[str]] | None = None) -> np.ndarray:
+                cover: dict[str, set[str]] | None = None, deciders: dict | None = None) -> np.ndarray:
     """The store rows (a boolean mask over `rows`, the store's order) a policy infers beyond those inferred
     already: every row of a (variant, input) after the variant's cut-off pair in run order (for cover-first,
     every row of a non-cover input after its first crash, where its crashes on the cover pass the cap)."""
@@ -73,6 +78,8 @@ def inferred_by(policy: str, rows, order: dict[str, dict[str, int]],
         return mask
     if policy == "cover-first":
         return _cover_first(rows, order, cover or {})
+    if policy == "decided":
+        return _decided(rows, order, deciders or {})
     hung_once = policy in ("hung-once", "both")
     cap = {"crash-cap-1": 1, "crash-cap-3": 3, "both": 3}.get(policy)
     position = np.array([order[p].get(k, -1) for p, k in zip(rows["problem"], rows["input_id"])])
@@ -114,6 +121,48 @@ def _cover_first(rows, order: dict[str, dict[str, int]], cover: dict[str, set[st
         cover_crashes[key] = cover_crashes.get(key, 0) + 1
     capped = np.array([1 + cover_crashes.get(key, 0) > MAX_CRASHES for key in keys])
     return observed & mutant & after & ~covered & capped
+
+
+def oracle_sets(problem: str, keys, oracles) -> dict[str, tuple[frozenset, dict[str, frozenset]]]:
+    """Per input key: the oracles (catalog indices) that draw it on `problem`, and per fault status (RuntimeError,
+    Timeout) those that fail a trial with it there: the run's own `scoring.oracle.input_deciders`."""
+    from oracleaudit.scoring.oracle import input_deciders
+
+    return {key: (frozenset(draws), {"RuntimeError": frozenset(crash), "Timeout": frozenset(hang)})
+            for key, draws, crash, hang in input_deciders(problem, list(keys), oracles)}
+
+
+def _decided(rows, order: dict[str, dict[str, int]], deciders: dict[str, dict]) -> np.ndarray:
+    """Rows of inputs after a variant's first crash or hang whose every drawing oracle failed it already."""
+    mask = np.zeros(len(rows), dtype=bool)
+    first = (rows["output_index"].to_numpy() == 0) & ~rows["inferred"].to_numpy() \
+        & ~rows["mutant_id"].isin(["original", "reference"]).to_numpy()
+    crash = rows["error_class"].isin(CRASHES).to_numpy()
+    timeout = (rows["status"] == "Timeout").to_numpy()
+    frame = rows.loc[first & (crash | timeout), ["problem", "mutant_id"]]
+    faulty = set(zip(frame["problem"], frame["mutant_id"]))
+    position = np.array([order[p].get(k, -1) for p, k in zip(rows["problem"], rows["input_id"])])
+    candidates = np.flatnonzero(first & np.array([(p, m) in faulty for p, m in zip(rows["problem"], rows["mutant_id"])]))
+    by_variant: dict[tuple, list[int]] = {}
+    for i in candidates:
+        by_variant.setdefault((rows["problem"].iat[i], rows["mutant_id"].iat[i]), []).append(i)
+    skipped_pairs = set()
+    for (problem, mutant), indices in by_variant.items():
+        sets = deciders[problem]
+        dead: set[int] = set()
+        faulted = False
+        for i in sorted(indices, key=lambda i: position[i]):
+            draws, fails = sets[rows["input_id"].iat[i]]
+            if faulted and draws and draws <= dead:
+                skipped_pairs.add((problem, mutant, rows["input_id"].iat[i]))
+                continue
+            if crash[i] or timeout[i]:
+                faulted = True
+                dead |= fails["Timeout" if timeout[i] else "RuntimeError"]
+    if skipped_pairs:
+        keys = list(zip(rows["problem"], rows["mutant_id"], rows["input_id"]))
+        mask = np.array([k in skipped_pairs for k in keys]) & ~rows["inferred"].to_numpy()
+    return mask
 
 
 def scores(evidence: Path, mutants: Path, extra: np.ndarray | None, oracles) -> dict[str, dict]:
@@ -169,12 +218,13 @@ def main() -> None:
     oracles = [Oracle.load(name) for name in catalog()]
     cover_of = covering()
     cover = {problem: set(cover_of(problem, sorted(keys, key=keys.get))) for problem, keys in order.items()}
+    deciders = {problem: oracle_sets(problem, keys, oracles) for problem, keys in order.items()}
     result: dict = {"evidence": str(args.evidence.relative_to(ROOT)) if args.evidence.is_relative_to(ROOT)
                     else str(args.evidence), "rows": len(rows), "startup_s_per_restart": args.startup_s,
                     "hung_floor_s": args.hung_floor_s, "policies": {}}
     base = None
     for policy in args.policies:
-        extra = inferred_by(policy, rows, order, cover)
+        extra = inferred_by(policy, rows, order, cover, deciders)
         first = extra & (rows["output_index"].to_numpy() == 0)
         timeouts = first & (rows["status"] == "Timeout").to_numpy()
         crashes = first & rows["error_class"].isin(CRASHES).to_numpy()

@@ -19,7 +19,9 @@ into Timeouts: both show side by side.
              first mutant for the reference cache (not timed, supervision "queue"), then each arm into a fresh
              store, in order: the two supervisions (--order, the faster first), or with --floors A,B the queue
              supervision at each deadline floor (`--timeout-floor`; a hung variant's cover inputs get the
-             smaller of it and 2 s). Per arm: wall seconds, variants/min, idle, hung and startup seconds,
+             smaller of it and 2 s), or with --deciders the queue supervision with the run's deciders (after a
+             crash or hang, inputs whose every drawing oracle saw the variant fail are not run: ledger.py)
+             and without them. Per arm: wall seconds, variants/min, idle, hung and startup seconds,
              handed-off variants, saved to WORK/fault_tail.json as each run ends; then the second arm's wall time
              over the first's (slice over queue for the supervisions), and every pair whose status differs
              between the two stores (a deadline is the one thing that may change one: a lower floor turns a
@@ -31,7 +33,7 @@ into Timeouts: both show side by side.
              as the shards are not on the device (bench/device_tree.sh parks them)
 
     PYTHONPATH=. python bench/fault_tail.py prepare --work out/fault_tail
-    PYTHONPATH=. python bench/fault_tail.py run --work out/fault_tail [--floors 5,2]
+    PYTHONPATH=. python bench/fault_tail.py run --work out/fault_tail [--floors 5,2 | --deciders]
     PYTHONPATH=. python bench/fault_tail.py faulty --out bench/data/faulty_mutants.tsv
 """
 
@@ -65,9 +67,10 @@ def faulty_mutants(stores: list[Path]) -> dict[str, str]:
     return faults
 
 
-def sample(mutants: list, faults: dict[str, str], solutions: int, others: int) -> list:
+def sample(mutants: list, faults: dict[str, str], solutions: int, others: int, skip: tuple[str, ...] = ()) -> list:
     """The `solutions` solution files with the most faulty mutants (hung ones first, then crashed; ties by path),
-    each with all its faulty mutants and its first `others` other Pending mutants by id."""
+    each with all its faulty mutants and its first `others` other Pending mutants by id; solution paths
+    containing any of `skip` are left out."""
     from oracleaudit.mutant import PENDING
 
     by_source: dict[str, list] = {}
@@ -79,7 +82,8 @@ def sample(mutants: list, faults: dict[str, str], solutions: int, others: int) -
         kinds = [faults.get(m.id) for m in by_source[source]]
         return -kinds.count("hung"), -kinds.count("crashed"), source
 
-    chosen = sorted((s for s in by_source if any(m.id in faults for m in by_source[s])), key=weight)[:solutions]
+    chosen = sorted((s for s in by_source if any(m.id in faults for m in by_source[s])
+                     and not any(text in s for text in skip)), key=weight)[:solutions]
     picked = []
     for source in sorted(chosen):
         group = sorted(by_source[source], key=lambda m: m.id)
@@ -97,7 +101,7 @@ def prepare(args) -> dict:
 
     stores = shard_stores()
     faults = faulty_mutants(stores)
-    picked = sample(read_mutants(FULL_RUN), faults, args.solutions, args.others)
+    picked = sample(read_mutants(FULL_RUN), faults, args.solutions, args.others, tuple(args.skip))
     write_mutants(args.work / "mutants", picked, {m.source: (ROOT / m.source).read_text() for m in picked})
     kinds = [faults.get(m.id, "ok") for m in picked]
     part = {"stores": [str(p.relative_to(ROOT)) for p in stores], "solutions": len({m.source for m in picked}),
@@ -151,28 +155,30 @@ def run(args) -> dict:
     part = {"arms": [name for name, _ in planned], "workers_per_gpu": args.workers_per_gpu,
             "budget_s": args.budget_s, "runs": {}}
     for name, settings in planned:
+        settings = dict(settings)
+        cover = covering() if settings.pop("deciders", True) else cover_only(covering())
         left = None if args.budget_s is None else args.budget_s - (time.perf_counter() - begun) - STOP_MARGIN_S
         if left is not None and left <= 0:
             print(f"{name}: not run, the budget is spent", flush=True)
             break
         result = runner.run(sample_dir, args.work / f"evidence-{name}", workers_per_gpu=args.workers_per_gpu,
-                            show_progress=False, cover=covering(), stop_after_s=left, **settings)
+                            show_progress=False, cover=cover, stop_after_s=left, **settings)
         summary = result.summary()
         phases = summary["phases"]
         part["runs"][name] = {key: summary[key] for key in (
             "variants_run", "pairs_run", "wall_s", "execution_wall_s", "variants_per_min", "gpu_busy_fraction",
-            "restarts", "hangs", "crashes", "replays", "handed_off", "errors", "stopped")}
+            "restarts", "hangs", "crashes", "replays", "handed_off", "inferred_rows", "errors", "stopped")}
         part["runs"][name]["phases"] = phases
-        part["runs"][name]["settings"] = settings
+        part["runs"][name]["settings"] = dict(planned)[name]
         print(f"{name}: {summary['wall_s']:.1f} s{' (stopped at the budget)' if summary['stopped'] else ''}, "
               f"{summary['pairs_run']} pairs, {summary['variants_per_min']} variants/min, idle {phases['idle_s']} s, "
               f"hung {phases['hung_s']} s, startup {phases['startup_s']} s, {summary['handed_off']} handed off, "
-              f"{summary['restarts']} restarts", flush=True)
+              f"{summary['restarts']} restarts, {summary['inferred_rows']} rows inferred", flush=True)
         args.save(part)  # a later run cut off by the call's end loses only itself
     runs = part["runs"]
     if len(runs) < 2:
         return part
-    base, other = ("queue", "slice") if not args.floors else tuple(runs)
+    base, other = tuple(runs) if args.floors or args.deciders else ("queue", "slice")
     part.update(compare(runs, base, other))
     changed = differences(statuses(args.work / f"evidence-{base}"), statuses(args.work / f"evidence-{other}"))
     part.update(pairs_with_another_status=len(changed), changed=changed[:50])
@@ -186,9 +192,17 @@ def run(args) -> dict:
     return part
 
 
+def cover_only(cover):
+    """The run's cover without its deciders: every input of the cover observed after a fault, as before them."""
+    return lambda problem, keys: cover(problem, keys)
+
+
 def arms(args) -> list[tuple[str, dict]]:
     """The runs to compare, in order, each a name and its `execution.run` settings: the two supervisions
-    (--order), or with --floors the queue supervision at each deadline floor."""
+    (--order), or with --floors the queue supervision at each deadline floor, or with --deciders the queue
+    supervision with the cover's deciders and without them."""
+    if args.deciders:
+        return [("decided", {"supervision": "queue"}), ("cover-only", {"supervision": "queue", "deciders": False})]
     if args.floors:
         return [(f"floor-{floor:g}", {"supervision": "queue", "timeout_floor_s": floor}) for floor in args.floors]
     return [(supervision, {"supervision": supervision}) for supervision in args.order]
@@ -226,6 +240,8 @@ def main() -> None:
     p.add_argument("--solutions", type=int, default=1, help="solutions in the sample (default 1: three "
                    "solutions' queue run alone took over 365 s of a call, bench/results/fault_tail.json)")
     p.add_argument("--others", type=int, default=16, help="Pending mutants per solution besides the faulty ones")
+    p.add_argument("--skip", action="append", default=[], metavar="TEXT",
+                   help="leave out solutions whose path contains TEXT (repeatable)")
     p.set_defaults(run=prepare)
     p = sub.add_parser("run")
     p.add_argument("--work", type=Path, required=True)
@@ -234,6 +250,9 @@ def main() -> None:
     p.add_argument("--floors", type=_floors, metavar="A,B", help="instead of the supervisions, the queue "
                    "supervision at two deadline floors in seconds, the ratio B's over A's (5,2: the default floor "
                    "against 2 s)")
+    p.add_argument("--deciders", action="store_true", help="instead of the supervisions, the queue supervision "
+                   "with the deciders of the run's cover (after a fault, inputs whose every drawing oracle saw the "
+                   "variant fail are not run) and without them, the ratio without over with")
     p.add_argument("--budget-s", type=float, help="seconds from the start by which every run has stopped starting "
                    "pairs; a run stopped there bounds the ratio (its wall time is a lower bound of its whole run's)")
     p.set_defaults(run=run)
@@ -245,6 +264,8 @@ def main() -> None:
         return
     if args.part == "run" and sorted(args.order) != sorted(SUPERVISION):
         parser.error("--order names queue and slice, once each")
+    if args.part == "run" and args.floors and args.deciders:
+        parser.error("--floors and --deciders exclude each other")
     args.work.mkdir(parents=True, exist_ok=True)
     out = args.work / "fault_tail.json"
     state = json.loads(out.read_text()) if out.exists() else {}

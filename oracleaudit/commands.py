@@ -193,7 +193,9 @@ def register_run(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--cover-oracle", action="append", metavar="NAME|FILE", dest="cover",
                         help="observe, even for a variant whose other inputs are inferred (after --max-crashes "
                              "crashes, or a hang), one input of each of these oracles at each shape it draws "
-                             "(repeatable; default: every catalog oracle), so that each can judge it")
+                             "(repeatable; default: every catalog oracle), so that each can judge it; after a "
+                             "variant's crash or hang, its inputs whose every drawing oracle among these saw it "
+                             "fail already are recorded as inferred (no verdict of theirs can change)")
     parser.add_argument("--no-cover", action="store_true",
                         help="infer every remaining input of such a variant (the fastest; some oracles may then "
                              "not observe it)")

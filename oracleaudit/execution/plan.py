@@ -16,15 +16,18 @@ from oracleaudit.status import ORIGINAL, REFERENCE
 __all__ = ["JOB_SIZE", "Cover", "build_root", "input_runs", "plan_jobs", "split_job", "variants_to_run"]
 
 JOB_SIZE = 48  # variants per slice; every slice loads the extension and runs the original once
-Cover = Callable[[str, Sequence[str]], Sequence[str]]  # (problem label, its input keys) → the keys never inferred
+# (problem label, its input keys) → the keys never inferred; a cover with a `deciders(problem label, keys)`
+# method also gives each job its `Job.deciders` (scoring.oracle.RunCover)
+Cover = Callable[[str, Sequence[str]], Sequence[str]]
 
 
 def plan_jobs(mutants: list[Mutant], pool: str, build_root: Path, done: set[tuple[str, str, str]],
               per_solution: int | None = None, cover: Cover | None = None) -> tuple[list[Job], list[str], int]:
     """One job per solution file: the original and the Pending mutants (or the first `per_solution` of them
     by id, a deterministic sample), each on the pool inputs without a row in `done` ((problem, mutant_id,
-    input_id) triples); each job's `cover` is `cover(problem label, its input keys)`. Returns the jobs, error
-    lines, and how many pairs are already recorded."""
+    input_id) triples); each job's `cover` is `cover(problem label, its input keys)`, and its `deciders` the
+    cover's `deciders` of them where it has that method. Returns the jobs, error lines, and how many pairs are
+    already recorded."""
     from oracleaudit.files import file_sha256
     from oracleaudit.pool import Pool, names_a_file
 
@@ -67,7 +70,8 @@ def plan_jobs(mutants: list[Mutant], pool: str, build_root: Path, done: set[tupl
         jobs.append(Job(solution=str(path.resolve()), problem_path=str(Path(problem_file).resolve()),
                         problem=label, mutants=tuple(asdict(m) for m in group), pool=pool_ref, entry_keys=keys,
                         build_dir=str(build_root), work=tuple(work), record_references=references, shapes=shapes,
-                        cover=tuple(cover(label, inputs)) if cover else ()))
+                        cover=tuple(cover(label, inputs)) if cover else (),
+                        deciders=tuple(cover.deciders(label, inputs)) if hasattr(cover, "deciders") else ()))
     return jobs, errors, recorded
 
 

@@ -39,9 +39,12 @@ class Job:
     variant keeps across inputs whatever state its process would have had (a static buffer, a call count).
     `cover` names inputs the supervisor observes even for a variant whose other inputs it infers (after
     repeated crashes or a hang): one input of each oracle the run serves at each shape
-    (`scoring.oracle.input_cover`). `faults` and `original_s` carry what a supervisor knew when it handed a
-    variant that crashed or hung to another slot (supervisor.py): per variant its crashes so far, whether it
-    hung, and the inputs whose first deadline it missed; the original's seconds per input."""
+    (`scoring.oracle.input_cover`). `deciders` says per input which of the run's oracles draw it and which fail
+    a trial with a crash or a hang there (`scoring.oracle.input_deciders`): after a variant's fault, inputs
+    whose every drawing oracle saw it fail are not run (ledger.py). `faults` and `original_s` carry what a
+    supervisor knew when it handed a variant that crashed or hung to another slot (supervisor.py): per variant
+    its crashes so far, whether it hung, the inputs whose first deadline it missed and the oracles that saw it
+    fail; the original's seconds per input."""
 
     solution: str
     problem_path: str
@@ -61,7 +64,10 @@ class Job:
     evidence_engine: str = "auto"  # measure.measure_many's engine: auto, torch or fused
     cpu_threads: int = 0  # torch's CPU threads in the worker (0: torch's default, every core)
     exclusive: bool = False  # run with the GPU to itself (a retry after an out-of-memory under contention)
-    faults: tuple[tuple[str, int, bool, tuple[str, ...]], ...] = ()  # (variant, crashes, hung, inputs missed once)
+    # (variant, crashes, hung, inputs missed once, indices of the `deciders` oracles that saw it fail)
+    faults: tuple[tuple[str, int, bool, tuple[str, ...], tuple[int, ...]], ...] = ()
+    # (input key, the run's oracles that draw it, those failing a trial with a RuntimeError there, a Timeout)
+    deciders: tuple[tuple[str, tuple[int, ...], tuple[int, ...], tuple[int, ...]], ...] = ()
     original_s: tuple[tuple[str, float], ...] = ()  # (input key, the original's seconds there)
 
     @property

@@ -15,7 +15,9 @@ of its own:
   exits; or the process just dies) is recorded as RuntimeError and the job continues in a fresh worker on
   the remaining pairs, so a crash on one input leaves no hole on the others. After more than `max_crashes`
   such crashes of one variant its remaining inputs are recorded as inferred RuntimeError rows;
-- inputs of the job's `cover` (one input of each oracle the run serves, at each shape) are never inferred:
+- after a variant's crash or hang, its inputs whose every drawing oracle has seen it fail are inferred rows
+  (no verdict can change: ledger.py);
+- other inputs of the job's `cover` (one input of each oracle the run serves, at each shape) are never inferred:
   a variant past its crashes, or one that hung, is still observed on them, so that each oracle observes it
   at least once (a hung variant's cover input that misses its deadline is a Timeout at once, not waited for,
   and its deadline there has the floor `HUNG_TIMEOUT_FLOOR_S`: the cover inputs of the 20 hung variants of
@@ -54,8 +56,9 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Container
+from typing import Any, Callable
 
+from oracleaudit.execution.ledger import Ledger, failure_row, untimed
 from oracleaudit.execution.protocol import Built, Done, Failed, Fatal, Job, Memory, Ready, Rows, Started
 from oracleaudit.execution.trace import mark
 from oracleaudit.status import ORIGINAL, REFERENCE, Status
@@ -191,95 +194,6 @@ class SliceResult:
     handed_off: int = 0  # variants handed to the run's queue after a crash or a hang
 
 
-def failure_row(job: Job, variant: str, key: str, status: str, error_class: str, message: str,
-                inferred: bool | None = None) -> dict:
-    """The one row of a pair the supervisor records itself: a hang or a death it saw (observed), or a pair
-    it did not run (`inferred` True)."""
-    _, seed, shape, distribution = job.entry(key)
-    return {"mutant_id": variant, "problem": job.problem, "input_id": key, "input_seed": seed,
-            "shape_variant": shape, "distribution": distribution, "output_index": 0, "status": status,
-            "error_class": error_class, "error_message": message, "inferred": inferred}
-
-
-def untimed(job: Job, work: dict[str, list[str]], timed: Container[str]) -> tuple[str, ...]:
-    """The inputs of `work` (variant → input keys) the original must run on first, unrecorded, to time the
-    mutants' deadlines: those it is not itself owed on and has no time for, in the job's input order. (A run
-    stopped after some of the original's rows left it owed on the other inputs only; a mutant on a recorded
-    input then waited under the original's deadline, ten minutes, for want of its time.)"""
-    owed = set(work.get(ORIGINAL, ()))
-    wanted = {key for variant, keys in work.items() if variant != ORIGINAL for key in keys}
-    return tuple(key for key, *_ in job.entry_keys if key in wanted and key not in owed and key not in timed)
-
-
-class _Slice:
-    """The state of one job under supervision: what is still to observe, and the original's times."""
-
-    def __init__(self, job: Job):
-        self.job = job
-        self.work: dict[str, list[str]] = {variant: list(inputs) for variant, inputs in job.work if inputs}
-        self.references = set(job.record_references)
-        self.original_s: dict[str, float] = dict(job.original_s)
-        self.crashes: Counter = Counter({variant: crashes for variant, crashes, _, _ in job.faults})
-        # pairs that missed their deadline once: waited for longer
-        self.missed: set[tuple[str, str]] = {(variant, key) for variant, _, _, keys in job.faults for key in keys}
-        self.alone: dict[str, list[str]] = {}
-        self.history: dict[str, list[str]] = {}  # inputs each variant ran in its process state (Job.replay)
-        self.hung: set[str] = {variant for variant, _, hung, _ in job.faults if hung}  # a recorded Timeout
-        self.deferred: set[str] = set()  # variants that crashed or hung: run after the others, one by one
-        self.sent: set[str] = set()  # the variants of the job sent last
-        self.current: tuple[str, str] | None = None
-        self.replaying = False  # the current pair is a replay
-        self.started = 0.0
-        self.error: str | None = None
-
-    def remaining(self) -> bool:
-        return bool(self.work or self.references)
-
-    def owed(self, variant: str, key: str) -> bool:
-        return key in self.work.get(variant, ())
-
-    def take(self, variant: str, key: str) -> None:
-        inputs = self.work.get(variant)
-        if inputs is not None and key in inputs:
-            inputs.remove(key)
-            if not inputs:
-                del self.work[variant]
-
-    def next_job(self) -> Job:
-        """The job for a (fresh) worker: what is left of the variants not deferred, else the first deferred
-        variant alone; the original run first, unrecorded, on each input of the work it is not owed on and
-        has no time for yet, so no mutant pair waits under the original's own deadline."""
-        work = {v: i for v, i in self.work.items() if v not in self.deferred}
-        if not work and self.work:
-            first = min(self.work)
-            work = {first: self.work[first]}
-        self.sent = set(work)
-        return replace(self.job, work=tuple((v, tuple(i)) for v, i in work.items()),
-                       record_references=tuple(sorted(self.references)),
-                       time_original=untimed(self.job, work, self.original_s),
-                       replay=tuple((v, tuple(self.history[v])) for v in work if self.history.get(v)))
-
-    def split_off(self, variant: str) -> Job:
-        """Take the variant's remaining inputs out of this slice, as a job of its own that carries what is known
-        of it (its crashes, hang and missed deadlines; the original's times)."""
-        inputs = self.work.pop(variant)
-        self.deferred.discard(variant)
-        faults = (variant, self.crashes[variant], variant in self.hung,
-                  tuple(key for v, key in sorted(self.missed) if v == variant))
-        return replace(self.job, work=((variant, tuple(inputs)),), record_references=(), time_original=(), replay=(),
-                       faults=(faults,), original_s=tuple(sorted(self.original_s.items())))
-
-    def forget(self, variant: str) -> None:
-        """The variant starts from a fresh process state: after its own crash, or a replay that failed."""
-        self.history.pop(variant, None)
-
-    def defer(self, variant: str) -> None:
-        """The variant crashed or hung: a fresh state, and its remaining inputs after the others'."""
-        self.forget(variant)
-        if variant != ORIGINAL:
-            self.deferred.add(variant)
-
-
 class Supervisor:
     """Drives one worker process on one GPU through jobs, restarting it after a crash or a timeout.
 
@@ -355,7 +269,7 @@ class Supervisor:
         """Observe every pair of `job` (recording rows through `on_rows`), restarting workers as needed.
         `shared()` says whether another worker held memory on this GPU since the job began."""
         job = replace(job, device=f"cuda:{self.gpu}")
-        state = _Slice(job)
+        state = Ledger(job)
         result = SliceResult()
         retried = False
         while state.remaining() and not self.stop.is_set():
@@ -384,7 +298,7 @@ class Supervisor:
                                    exclusive=True)
         return result
 
-    def _hand_off(self, state: _Slice, result: SliceResult) -> None:
+    def _hand_off(self, state: Ledger, result: SliceResult) -> None:
         """Queue each deferred variant as a job of its own, unless it is the last variant left here."""
         if self.hand_off is None or self.stop.is_set():
             return
@@ -393,7 +307,7 @@ class Supervisor:
                 self.hand_off(state.split_off(variant))
                 result.handed_off += 1
 
-    def _drive(self, worker, state: _Slice, result: SliceResult, shared, on_memory) -> str:
+    def _drive(self, worker, state: Ledger, result: SliceResult, shared, on_memory) -> str:
         """Handle one worker's messages until the job ends ("done"; "failed"; "retry": failed, but worth one
         more try in a fresh worker) or the worker has to be replaced ("restart")."""
         job = state.job
@@ -448,6 +362,7 @@ class Supervisor:
                 state.defer(message.variant)
                 state.crashes[message.variant] += 1
                 result.crashes += 1
+                self._decided(state, result, message.variant, message.input, Status.RUNTIME_ERROR)
                 self._cap_crashes(state, result, message.variant, message.input)
                 self._discard()
                 return "restart"
@@ -463,7 +378,7 @@ class Supervisor:
                     return "done"
                 return "next" if state.work else "done"
 
-    def _limit(self, state: _Slice, variant: str, key: str) -> float:
+    def _limit(self, state: Ledger, variant: str, key: str) -> float:
         if variant == ORIGINAL or not state.original_s:
             return ORIGINAL_TIMEOUT_S
         original = state.original_s.get(key, max(state.original_s.values()))
@@ -471,7 +386,7 @@ class Supervisor:
         limit = floor + self.timeout_factor * original
         return limit * RETRY_DEADLINE_FACTOR if (variant, key) in state.missed else limit
 
-    def _rows(self, state: _Slice, result: SliceResult, message: Rows, now: float, shared) -> None:
+    def _rows(self, state: Ledger, result: SliceResult, message: Rows, now: float, shared) -> None:
         variant, key = message.variant, message.input
         if variant == ORIGINAL and state.current == (ORIGINAL, key):
             state.original_s[key] = now - state.started
@@ -490,13 +405,13 @@ class Supervisor:
         state.history.setdefault(variant, []).append(key)
         result.pairs += 1
 
-    def _replay_failed(self, state: _Slice) -> str:
+    def _replay_failed(self, state: Ledger) -> str:
         """A replay (a pair recorded before, run again) crashed or hung: the variant goes on without it (the
         worker is discarded already)."""
         state.forget(state.current[0])
         return "restart"
 
-    def _record_inferred(self, state: _Slice, result: SliceResult, variant: str, status: str, error_class: str,
+    def _record_inferred(self, state: Ledger, result: SliceResult, variant: str, status: str, error_class: str,
                          message: str) -> None:
         """Record the variant's inputs still to observe as inferred rows (not observed), except those of the
         job's cover: they stay to observe."""
@@ -508,13 +423,23 @@ class Supervisor:
             self.on_rows(variant, [failure_row(state.job, variant, key, status, error_class, message, inferred=True)])
             result.pairs += 1
 
-    def _cap_crashes(self, state: _Slice, result: SliceResult, variant: str, key: str) -> None:
+    def _decided(self, state: Ledger, result: SliceResult, variant: str, key: str, status: str) -> None:
+        """After the variant's crash or hang on `key`: its inputs whose every drawing oracle has seen it fail
+        are recorded as inferred rows (ledger.py)."""
+        what = "hung" if status == Status.TIMEOUT else "crashed"
+        for other in state.fail(variant, key, status):
+            self.on_rows(variant, [failure_row(state.job, variant, other, status, "NotRun",
+                                               f"not run: every oracle that draws this input saw the variant fail "
+                                               f"already (it {what} on {key})", inferred=True)])
+            result.pairs += 1
+
+    def _cap_crashes(self, state: Ledger, result: SliceResult, variant: str, key: str) -> None:
         if self.max_crashes and state.crashes[variant] > self.max_crashes:
             self._record_inferred(state, result, variant, Status.RUNTIME_ERROR, "NotRun",
                                   f"not run: the variant crashed the CUDA context on {state.crashes[variant]} "
                                   f"inputs (last {key}); more than --max-crashes {self.max_crashes}")
 
-    def _wait_longer(self, state: _Slice, result: SliceResult) -> bool:
+    def _wait_longer(self, state: Ledger, result: SliceResult) -> bool:
         """Whether the pair running now, past its deadline, is waited for in place (to `RETRY_DEADLINE_FACTOR`
         times it): a mutant's pair past its first deadline, not a replay, its variant not hung already."""
         variant, key = state.current or (ORIGINAL, "")
@@ -526,7 +451,7 @@ class Supervisor:
         mark("wait", variant=variant, input=key)
         return True
 
-    def _timed_out(self, state: _Slice, result: SliceResult, deadline: float) -> str:
+    def _timed_out(self, state: Ledger, result: SliceResult, deadline: float) -> str:
         job = state.job
         current = state.current
         mark("timeout", child=getattr(self.worker, "pid", None), pair=current)
@@ -554,11 +479,12 @@ class Supervisor:
         state.defer(variant)  # its own hang ended its process: a fresh state from here, as after a crash
         self.on_rows(variant, [failure_row(job, variant, key, Status.TIMEOUT, "TimeoutError", waited)])
         result.pairs += 1
+        self._decided(state, result, variant, key, Status.TIMEOUT)
         self._record_inferred(state, result, variant, Status.TIMEOUT, "TimeoutError",
                               f"not run: the variant hung on {key} ({waited})")
         return "restart"
 
-    def _died(self, state: _Slice, result: SliceResult, exitcode: int | None) -> str:
+    def _died(self, state: Ledger, result: SliceResult, exitcode: int | None) -> str:
         job = state.job
         current = state.current
         self._discard()
@@ -582,10 +508,11 @@ class Supervisor:
         self.on_rows(variant, [failure_row(job, variant, key, Status.RUNTIME_ERROR, "WorkerDied",
                                            f"the worker process died (exit code {exitcode})")])
         result.pairs += 1
+        self._decided(state, result, variant, key, Status.RUNTIME_ERROR)
         self._cap_crashes(state, result, variant, key)
         return "restart"
 
-    def _failed(self, state: _Slice, result: SliceResult, message: Failed, shared) -> str:
+    def _failed(self, state: Ledger, result: SliceResult, message: Failed, shared) -> str:
         job = state.job
         if not message.context_alive:
             self._discard()

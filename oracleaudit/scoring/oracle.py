@@ -19,7 +19,6 @@ import fnmatch
 import re
 import tomllib
 from dataclasses import dataclass, field, replace
-from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -27,7 +26,7 @@ from oracleaudit import fields
 from oracleaudit.errors import OracleAuditError
 from oracleaudit.fields import Invalid
 from oracleaudit.scoring.selector import InputSelector, parse_selector
-from oracleaudit.status import FAILURES
+from oracleaudit.status import FAILURES, Status
 
 __all__ = [
     "COMPONENTS",
@@ -323,10 +322,50 @@ def input_cover(problem: str, keys: Sequence[str], oracles: Sequence[Oracle]) ->
     return tuple(k for k in keys if k in chosen)
 
 
-def covering(names: Sequence[str | Path] = ()) -> Callable[[str, Sequence[str]], tuple[str, ...]]:
+def input_deciders(problem: str, keys: Sequence[str], oracles: Sequence[Oracle]
+                   ) -> tuple[tuple[str, tuple[int, ...], tuple[int, ...], tuple[int, ...]], ...]:
+    """Per input key of `problem`: the indices of `oracles` that draw it, of those that fail a trial with a
+    RuntimeError there, and of those that fail one with a Timeout (a stage that applies and draws it, with the
+    status among its fail statuses; a stage that leaves out inputs by the reference's values is not counted as
+    failing, since it may leave this one out). An oracle fails a mutant on any failing trial (`combine =
+    "all"`), so once every oracle drawing an input has failed a variant, its row there changes no verdict: the
+    run stage does not observe it after the variant's crash or hang (`execution.ledger`)."""
+    out = []
+    for key in keys:
+        draws: set[int] = set()
+        fails: dict[str, set[int]] = {Status.RUNTIME_ERROR: set(), Status.TIMEOUT: set()}
+        for index, oracle in enumerate(oracles):
+            for stage in oracle.stages:
+                if not (stage.applies(problem) and stage.draws(key)):
+                    continue
+                draws.add(index)
+                fail, _ = oracle.stage_statuses(stage)
+                for status, members in fails.items():
+                    if status in fail and stage.nonfinite_reference != "skip" and oracle.combine == "all":
+                        members.add(index)
+        out.append((key, tuple(sorted(draws)), tuple(sorted(fails[Status.RUNTIME_ERROR])),
+                    tuple(sorted(fails[Status.TIMEOUT]))))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class RunCover:
+    """What the run stage needs of the oracles it serves (`execution.plan.Cover`): called with a problem and
+    its input keys, the `input_cover`; `deciders`, the `input_deciders`."""
+
+    oracles: tuple[Oracle, ...]
+
+    def __call__(self, problem: str, keys: Sequence[str]) -> tuple[str, ...]:
+        return input_cover(problem, keys, self.oracles)
+
+    def deciders(self, problem: str, keys: Sequence[str]):
+        return input_deciders(problem, keys, self.oracles)
+
+
+def covering(names: Sequence[str | Path] = ()) -> RunCover:
     """The run stage's cover (`execution.plan.Cover`) of these oracles (catalog names or protocol files; none:
-    every catalog oracle): `input_cover` of a problem's input keys."""
-    return partial(input_cover, oracles=[Oracle.load(name) for name in names or catalog()])
+    every catalog oracle)."""
+    return RunCover(tuple(Oracle.load(name) for name in names or catalog()))
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ def test_a_variant_that_crashed_goes_back_to_the_queue_and_another_slot_runs_it(
     assert set(recorded) == every_pair(job) and result.errors == []
     assert result.handed_off == 1 and result.crashes == 3
     handed = [j for j in world.jobs if j.faults]
-    assert handed[0].work == (("m1", INPUTS[1:]),) and handed[0].faults == (("m1", 1, False, ()),)
+    assert handed[0].work == (("m1", INPUTS[1:]),) and handed[0].faults == (("m1", 1, False, (), ()),)
 
     world = World({("m1", key): ["crash"] for key in INPUTS}, by_input=True)
     result, recorded = run(world, job, monkeypatch, job_size=4, hand_off=False)  # the slice runs m1 itself

@@ -519,7 +519,7 @@ def test_a_variant_that_crashed_is_handed_off_with_its_crashes_and_the_original_
     assert set(recorded) == every_pair(job) and first.errors == second.errors == []
     assert first.handed_off == 1 and second.handed_off == 0
     (job_m2,) = handed
-    assert job_m2.work == (("m2", (INPUTS[2],)),) and job_m2.faults == (("m2", 1, False, ()),)
+    assert job_m2.work == (("m2", (INPUTS[2],)),) and job_m2.faults == (("m2", 1, False, (), ()),)
     assert [key for key, _ in job_m2.original_s] == sorted(INPUTS) and job_m2.record_references == ()
     # the slice went on without m2 in a fresh worker; m2's own job needed no timing of the original
     assert [j.variants() for j in world.jobs] == [[ORIGINAL, *MUTANTS], ["m3"], ["m2"]]
@@ -535,7 +535,7 @@ def test_crashes_before_the_hand_off_count_toward_max_crashes_after_it() -> None
     # crashed on a in the slice, on b in its own job (2 > 1): c inferred, as without a hand-off
     assert [status(recorded, "m1", k) for k in INPUTS] == [("RuntimeError", False), ("RuntimeError", False),
                                                            ("RuntimeError", True)]
-    assert [j.faults for j in handed] == [(("m1", 1, False, ()),)]
+    assert [j.faults for j in handed] == [(("m1", 1, False, (), ()),)]
 
 
 def test_the_last_variant_left_in_a_slice_is_not_handed_off() -> None:
@@ -552,7 +552,7 @@ def test_a_hung_variant_handed_off_times_out_on_its_cover_at_once_under_the_shor
     assert set(recorded) == every_pair(job)
     assert [status(recorded, "m3", k) for k in inputs] == [("Timeout", False), ("Timeout", True),
                                                            ("Timeout", True), ("Timeout", False)]
-    assert [j.faults for j in handed] == [(("m3", 0, True, (inputs[0],)),)]
+    assert [j.faults for j in handed] == [(("m3", 0, True, (inputs[0],), ()),)]
     assert "after it hung on another input" in recorded[("m3", inputs[3])][0]["error_message"]
     # in its own job: one deadline of 0.05 s + the original's time, not 0.3 s, and not run again
     assert second.hangs == 1 and second.seconds["hung"] < 0.25, second.seconds

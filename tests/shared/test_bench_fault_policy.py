@@ -65,3 +65,22 @@ def test_cover_first_infers_a_crashing_variant_s_other_inputs_once_its_cover_cra
     mask = fault_policy.inferred_by("cover-first", frame, order, {"P": set("acde")})
     assert [tuple(r) for r in frame.loc[mask, ["mutant_id", "input_id"]].itertuples(index=False)] == [
         ("m2", "b"), ("m2", "f")]
+
+
+def test_decided_infers_after_a_fault_the_inputs_every_drawing_oracle_failed_already() -> None:
+    """Oracle 0 draws a and b, oracle 1 b and c, none draws d. m2 crashes on a-d: after a (oracle 0) b is still
+    needed by oracle 1 and crashes, then c is decided; d, drawn by none, is kept. m1 is Ok on a, hangs on b (both
+    oracles): c is decided; d kept."""
+    deciders = {"P": {"a": (frozenset({0}), {"RuntimeError": frozenset({0}), "Timeout": frozenset({0})}),
+                      "b": (frozenset({0, 1}), {"RuntimeError": frozenset({0, 1}), "Timeout": frozenset({0, 1})}),
+                      "c": (frozenset({1}), {"RuntimeError": frozenset({1}), "Timeout": frozenset({1})}),
+                      "d": (frozenset(), {"RuntimeError": frozenset(), "Timeout": frozenset()})}}
+    data = [("m2", k, "RuntimeError", "AcceleratorError") for k in "abcd"]
+    data += [("m1", "a", "Ok", None), ("m1", "b", "Timeout", "TimeoutError"), ("m1", "c", "Ok", None),
+             ("m1", "d", "Ok", None)]
+    frame = pd.DataFrame(data, columns=["mutant_id", "input_id", "status", "error_class"])
+    frame.insert(0, "problem", "P")
+    frame["output_index"], frame["inferred"] = 0, False
+    mask = fault_policy.inferred_by("decided", frame, ORDER, deciders=deciders)
+    assert [tuple(r) for r in frame.loc[mask, ["mutant_id", "input_id"]].itertuples(index=False)] == [
+        ("m2", "c"), ("m1", "c")]

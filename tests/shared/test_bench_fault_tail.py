@@ -136,12 +136,33 @@ def test_compare_gives_the_second_arm_s_wall_over_the_first_s_and_a_bound_where_
     assert fault_tail.compare(floors, "floor-5", "floor-2")["wall_ratio"] == 0.75
 
 
-def test_arms_are_the_supervisions_or_the_queue_at_each_floor() -> None:
-    args = argparse.Namespace(order=["queue", "slice"], floors=None)
+def test_arms_are_the_supervisions_or_the_queue_at_each_floor_or_with_and_without_deciders() -> None:
+    args = argparse.Namespace(order=["queue", "slice"], floors=None, deciders=False)
     assert fault_tail.arms(args) == [("queue", {"supervision": "queue"}), ("slice", {"supervision": "slice"})]
     args.floors = [5.0, 2.0]
     assert fault_tail.arms(args) == [("floor-5", {"supervision": "queue", "timeout_floor_s": 5.0}),
                                      ("floor-2", {"supervision": "queue", "timeout_floor_s": 2.0})]
+    args.floors, args.deciders = None, True
+    assert fault_tail.arms(args) == [("decided", {"supervision": "queue"}),
+                                     ("cover-only", {"supervision": "queue", "deciders": False})]
+
+
+def test_the_cover_only_arm_s_cover_has_no_deciders_and_the_same_inputs() -> None:
+    from oracleaudit.scoring.oracle import covering
+
+    cover = covering(["kernelbench", "sol-execbench"])
+    keys = ["normal/s=42/official", "normal/s=200/official", "uniform/s=7/odd"]
+    plain = fault_tail.cover_only(cover)
+    assert not hasattr(plain, "deciders") and hasattr(cover, "deciders")
+    assert plain("level1/1_ReLU", keys) == cover("level1/1_ReLU", keys)
+
+
+def test_the_sample_leaves_out_the_skipped_solutions(faults) -> None:
+    mutants = read_mutants(fault_tail.FULL_RUN)
+    first = fault_tail.sample(mutants, faults, solutions=1, others=0)
+    skipped = Path(first[0].source).stem
+    again = fault_tail.sample(mutants, faults, solutions=1, others=0, skip=(skipped,))
+    assert again and all(skipped not in m.source for m in again)
 
 
 @pytest.mark.parametrize("floors", ["5", "5,5", "5,0", "5,x", "5,2,1"])
