@@ -559,3 +559,43 @@ def test_an_entry_with_trial_weights_builds_the_reference_after_its_own_seed(tmp
 
     assert error["normal/weights=trial/s=7/official"] == pytest.approx(w(7), rel=1e-4, abs=1e-6)
     assert error["normal/s=7/official"] == pytest.approx(w(42), rel=1e-4, abs=1e-6)
+
+
+@pytest.mark.gpu
+def test_after_a_crash_an_input_every_drawing_oracle_has_failed_the_variant_on_is_inferred_not_run(tmp_path) -> None:
+    """The illegal address crashes on the official input (first in run order). `both` draws both inputs and
+    `normal-only` the normal one: run with the cover of `both` alone, the normal input is decided (inferred,
+    one worker restart); with `normal-only` too it is still run (and crashes again). `both` kills the mutant
+    either way; `normal-only` is not left unobserved."""
+    from oracleaudit.mutant import read_mutants
+    from oracleaudit.scoring import Audit
+    from oracleaudit.scoring.observations import Observations
+    from oracleaudit.scoring.oracle import Oracle, covering
+
+    shutil.copytree(DATA, tmp_path, dirs_exist_ok=True)
+    (mutant,) = make_mutants(tmp_path, [e for e in EDITS if e[0] == "illegal_address"]).values()
+    head = 'schema_version = 1\ndescription = "d"\n[tolerance]\nfloat32 = { atol = 1e-4, rtol = 1e-4 }\n'
+    (tmp_path / "both.toml").write_text(head + '[[stages]]\nname = "all"\ninputs = [{ distribution = "official" }, '
+                                        '{ distribution = "normal" }]\n')
+    (tmp_path / "normal-only.toml").write_text(head + '[[stages]]\nname = "n"\ninputs = [{ distribution = "normal" }]\n')
+    runs = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        for name, oracles in (("decided", ["both.toml"]), ("kept", ["both.toml", "normal-only.toml"])):
+            runs[name] = runner.run(Path("mutants"), Path(f"evidence-{name}"), pool=str(tmp_path / "tiny_pool.toml"),
+                                    gpus=1, show_progress=False, cover=covering(oracles))
+    rows = {name: EvidenceStore(tmp_path / f"evidence-{name}").open().read() for name in runs}
+    mine = {name: r[r.mutant_id == mutant.id].set_index("input_id") for name, r in rows.items()}
+    official, normal = sorted(mine["decided"].index, key=lambda k: not k.startswith("official"))
+    assert runs["decided"].errors == [] and runs["kept"].errors == []
+    assert mine["decided"].loc[official, "error_class"] == "AcceleratorError"
+    assert bool(mine["decided"].loc[normal, "inferred"]) and mine["decided"].loc[normal, "error_class"] == "NotRun"
+    assert not mine["kept"].inferred.fillna(False).any()  # normal-only had not seen it fail
+    assert runs["decided"].restarts == runs["kept"].restarts - 1
+    for name in runs:
+        store = EvidenceStore(tmp_path / f"evidence-{name}")
+        audit = Audit.from_parts(Observations.read(store), read_mutants(tmp_path / "mutants"))
+        both = audit.score(Oracle.load(tmp_path / "both.toml"), top=0)
+        assert (both["killed"], both["unobserved"]) == (1, 0), (name, both)
+    normal_only = audit.score(Oracle.load(tmp_path / "normal-only.toml"), top=0)
+    assert (normal_only["killed"], normal_only["unobserved"]) == (1, 0)
