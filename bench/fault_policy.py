@@ -22,6 +22,11 @@ would not have observed under it), following the order a worker runs a job's inp
                  whose fail statuses hold that status): no oracle's verdict can change (the crash cap still
                  applies to the other inputs, as now). The run does this since it was measured here
                  (`execution.ledger`); the evidence was recorded before
+    decided-first  decided, and after each crash or hang the variant runs first the inputs that would decide
+                 the others soonest (`ledger.deciding_order`; then the rest in run order), as the run does now.
+                 It may run inputs the evidence has no observation of (inferred there, after the crash cap or
+                 a hang): each is counted as one more crash (it crashed more than 3 times already, or hung),
+                 `unrecorded_pairs_run`, and stays unobserved in the scores
 
 For each: the observed rows it infers, the kills and restarts it saves (an inferred Timeout row is a kill; an
 inferred crash row a restart) and an estimate of the slot-seconds (an inferred Timeout row's deadline, the
@@ -48,28 +53,30 @@ ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE = ROOT / "kill_matrix" / "evidence"
 MUTANTS = ROOT / "kill_matrix" / "mutants"
 CRASHES = ("AcceleratorError", "WorkerDied")
-POLICIES = ("now", "cover-first", "hung-once", "crash-cap-1", "crash-cap-3", "both", "decided")
+POLICIES = ("now", "cover-first", "hung-once", "crash-cap-1", "crash-cap-3", "both", "decided", "decided-first")
 MAX_CRASHES = 3  # the run's default (supervisor.MAX_CRASHES)
 
 
-def run_order(problem_files: dict[str, str], pool_name: str) -> dict[str, dict[str, int]]:
+def run_order(problem_files: dict[str, str], pool_name: str, pool_order: bool = False) -> dict[str, dict[str, int]]:
     """Per problem, each input key's position in the order a worker runs them: the first entry of every group
-    of one shape and weight seed, then the rest of each group (`plan.input_runs`)."""
+    of one shape and weight seed, then the rest of each group (`plan.input_runs`); with `pool_order`, its
+    position in the pool (a job's `entry_keys`)."""
     from oracleaudit.pool import Pool
 
     pool = Pool.load(pool_name)
     orders: dict[str, dict[str, int]] = {}
     for problem, path in problem_files.items():
         groups: dict[tuple, list[str]] = {}
-        for entry in pool.entries_for(ROOT / path):
+        entries = pool.entries_for(ROOT / path)
+        for entry in entries:
             groups.setdefault((entry.shape, entry.weight_seed), []).append(entry.key)
         ordered = [keys[0] for keys in groups.values()] + [k for keys in groups.values() for k in keys[1:]]
-        orders[problem] = {key: index for index, key in enumerate(ordered)}
+        orders[problem] = {key: index for index, key in enumerate([e.key for e in entries] if pool_order else ordered)}
     return orders
 
 
-def inferred_by(policy: str, rows, order: dict[str, dict[str, int]],
-                cover: dict[str, set[str]] | None = None, deciders: dict | None = None) -> np.ndarray:
+def inferred_by(policy: str, rows, order: dict[str, dict[str, int]], cover: dict[str, set[str]] | None = None,
+                deciders: dict | None = None, pool_order: dict[str, dict[str, int]] | None = None) -> np.ndarray:
     """The store rows (a boolean mask over `rows`, the store's order) a policy infers beyond those inferred
     already: every row of a (variant, input) after the variant's cut-off pair in run order (for cover-first,
     every row of a non-cover input after its first crash, where its crashes on the cover pass the cap)."""
@@ -80,6 +87,8 @@ def inferred_by(policy: str, rows, order: dict[str, dict[str, int]],
         return _cover_first(rows, order, cover or {})
     if policy == "decided":
         return _decided(rows, order, deciders or {})
+    if policy == "decided-first":
+        return _decided_first(rows, order, deciders or {}, cover or {}, pool_order or order)[0]
     hung_once = policy in ("hung-once", "both")
     cap = {"crash-cap-1": 1, "crash-cap-3": 3, "both": 3}.get(policy)
     position = np.array([order[p].get(k, -1) for p, k in zip(rows["problem"], rows["input_id"])])
@@ -165,6 +174,55 @@ def _decided(rows, order: dict[str, dict[str, int]], deciders: dict[str, dict]) 
     return mask
 
 
+def _decided_first(rows, order: dict[str, dict[str, int]], deciders: dict[str, dict], cover: dict[str, set[str]],
+                   pool_order: dict[str, dict[str, int]]) -> tuple[np.ndarray, int]:
+    """The observed rows the run would not observe with decided inputs left out and each crash or hang followed
+    by the deciding order, simulated over each faulty variant's inputs as the supervisor goes through them (the
+    crash cap and a hang infer the inputs outside the cover; ties in the deciding order go by pool order, as in
+    a job's `entry_keys`); and how many pairs it would run that the evidence holds no observation of."""
+    from oracleaudit.execution.ledger import deciding_order
+    from oracleaudit.status import Status
+
+    first = (rows["output_index"].to_numpy() == 0) & ~rows["mutant_id"].isin(["original", "reference"]).to_numpy()
+    frame = rows.loc[first, ["problem", "mutant_id", "input_id", "status", "error_class", "inferred"]]
+    fault = np.where(frame["status"] == "Timeout", Status.TIMEOUT,
+                     np.where(frame["error_class"].isin(CRASHES), Status.RUNTIME_ERROR, ""))
+    outcome = np.where(frame["inferred"].to_numpy(), None, fault)
+    faulty = set(zip(frame["problem"][fault != ""], frame["mutant_id"][fault != ""]))
+    by_variant: dict[tuple, dict[str, str | None]] = {}
+    for problem, mutant, key, seen in zip(frame["problem"], frame["mutant_id"], frame["input_id"], outcome):
+        if (problem, mutant) in faulty:
+            by_variant.setdefault((problem, mutant), {})[key] = seen
+    not_run: set[tuple] = set()
+    unrecorded = 0
+    for (problem, mutant), seen in by_variant.items():
+        position, sets, covered = order[problem], deciders[problem], cover.get(problem, set())
+        pending = sorted(seen, key=lambda key: position.get(key, 1 << 30))
+        failed: set[int] = set()
+        crashes, hung = 0, False
+        while pending:
+            key = pending.pop(0)
+            status = seen[key]
+            if status is None:  # inferred in the evidence: counted as one more crash
+                unrecorded += 1
+                status = Status.RUNTIME_ERROR
+            if not status:
+                continue
+            failed |= sets[key][1][status]
+            crashes += status == Status.RUNTIME_ERROR
+            hung = hung or status == Status.TIMEOUT
+            left = [k for k in pending if not (sets[k][0] and sets[k][0] <= failed)]
+            if hung or crashes > MAX_CRASHES:
+                left = [k for k in left if k in covered]
+            not_run.update((problem, mutant, k) for k in pending if k not in left)
+            head = deciding_order(left, sets, failed, Status.TIMEOUT if hung else Status.RUNTIME_ERROR, covered,
+                                  pool_order[problem])
+            pending = [*head, *sorted((k for k in left if k not in head), key=lambda k: position.get(k, 1 << 30))]
+    keys = zip(rows["problem"], rows["mutant_id"], rows["input_id"])
+    mask = np.array([k in not_run for k in keys]) & ~rows["inferred"].to_numpy()
+    return mask, unrecorded
+
+
 def scores(evidence: Path, mutants: Path, extra: np.ndarray | None, oracles) -> dict[str, dict]:
     """Per oracle: killed, unobserved, detection, with the rows of `extra` (a mask over the store's rows) left
     out as inferred."""
@@ -210,6 +268,7 @@ def main() -> None:
     started = time.perf_counter()
     records = read_mutants(args.mutants)
     order = run_order({m.problem: m.problem_file for m in records}, args.pool)
+    pool_order = run_order({m.problem: m.problem_file for m in records}, args.pool, pool_order=True)
     rows = EvidenceStore(args.evidence).open().read(columns=["problem", "mutant_id", "input_id", "output_index",
                                                              "status", "error_class", "inferred", "time_ms"])
     rows["inferred"] = rows["inferred"].fillna(False).astype(bool)
@@ -224,15 +283,16 @@ def main() -> None:
                     "hung_floor_s": args.hung_floor_s, "policies": {}}
     base = None
     for policy in args.policies:
-        extra = inferred_by(policy, rows, order, cover, deciders)
+        extra = inferred_by(policy, rows, order, cover, deciders, pool_order)
         first = extra & (rows["output_index"].to_numpy() == 0)
         timeouts = first & (rows["status"] == "Timeout").to_numpy()
         crashes = first & rows["error_class"].isin(CRASHES).to_numpy()
         deadline_s = sum(args.hung_floor_s + 10 * original_ms.get((p, k), 0.0) / 1000.0
                          for p, k in zip(rows["problem"][timeouts], rows["input_id"][timeouts]))
-        part = {"pairs_inferred": int(first.sum()), "kills_saved": int(timeouts.sum()),
-                "restarts_saved": int(timeouts.sum() + crashes.sum()),
-                "slot_s_saved": round(deadline_s + (timeouts.sum() + crashes.sum()) * args.startup_s, 1),
+        unrecorded = _decided_first(rows, order, deciders, cover, pool_order)[1] if policy == "decided-first" else 0
+        restarts = int(timeouts.sum() + crashes.sum()) - unrecorded
+        part = {"pairs_inferred": int(first.sum()), "kills_saved": int(timeouts.sum()), "restarts_saved": restarts,
+                "unrecorded_pairs_run": unrecorded, "slot_s_saved": round(deadline_s + restarts * args.startup_s, 1),
                 "oracles": scores(args.evidence, args.mutants, extra if extra.any() else None, oracles)}
         if base is None:
             base = part["oracles"]

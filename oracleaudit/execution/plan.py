@@ -98,11 +98,12 @@ def split_job(job: Job, size: int) -> list[Job]:
     return slices
 
 
-def input_runs(entries: Sequence[Any], wanted: Container[str]) -> list[list[Any]]:
+def input_runs(entries: Sequence[Any], wanted: Container[str], first: Sequence[str] = ()) -> list[list[Any]]:
     """The order a worker runs a job's pool entries in, as runs of entries that share one set of models (the
     same shape overrides and weight seed): the first entry of every such group, then the rest of each group,
     groups in pool order of their first entry; then cut to the `wanted` keys. `entries` are all the job's,
-    so every worker that continues a job, replays included, keeps one order.
+    so every worker that continues a job, replays included, keeps one order. The keys of `first` (`Job.first`:
+    a variant that crashed or hung, alone in its job) run before all others, in their order.
 
     A variant that crashes on a shape mostly does so on its first input of that shape, and input by input a
     crash makes the fresh worker replay every other variant's inputs so far (supervisor.py). With each group
@@ -115,6 +116,9 @@ def input_runs(entries: Sequence[Any], wanted: Container[str]) -> list[list[Any]
     for entry in entries:
         groups.setdefault(group(entry), []).append(entry)
     ordered = [g[0] for g in groups.values()] + [entry for g in groups.values() for entry in g[1:]]
+    if first:
+        rank = {key: index for index, key in enumerate(first)}
+        ordered.sort(key=lambda entry: rank.get(entry.key, len(rank)))  # stable: the others keep their order
     runs: list[list] = []
     for entry in ordered:
         if entry.key not in wanted:

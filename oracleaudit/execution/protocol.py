@@ -44,7 +44,8 @@ class Job:
     whose every drawing oracle saw it fail are not run (ledger.py). `faults` and `original_s` carry what a
     supervisor knew when it handed a variant that crashed or hung to another slot (supervisor.py): per variant
     its crashes so far, whether it hung, the inputs whose first deadline it missed and the oracles that saw it
-    fail; the original's seconds per input."""
+    fail; the original's seconds per input. `first` names inputs the worker runs before the others, in that
+    order: for a variant that crashed or hung, alone in its job, those that decide the most (ledger.py)."""
 
     solution: str
     problem_path: str
@@ -69,6 +70,7 @@ class Job:
     # (input key, the run's oracles that draw it, those failing a trial with a RuntimeError there, a Timeout)
     deciders: tuple[tuple[str, tuple[int, ...], tuple[int, ...], tuple[int, ...]], ...] = ()
     original_s: tuple[tuple[str, float], ...] = ()  # (input key, the original's seconds there)
+    first: tuple[str, ...] = ()  # input keys run before the others, in this order (plan.input_runs)
 
     @property
     def pairs(self) -> int:

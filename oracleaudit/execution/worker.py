@@ -139,7 +139,7 @@ class JobRun:
         if unknown:
             raise RuntimeError(f"the build plan of {job.solution} has no variants {sorted(unknown)[:3]}")
         wanted = set(job.record_references).union(*self.todo.values(), *self.replay.values())
-        for group in input_runs([entries[key] for key, *_ in job.entry_keys], wanted):
+        for group in input_runs([entries[key] for key, *_ in job.entry_keys], wanted, job.first):
             self._run_group(group)
         self.send(Done(self.clock.take(), int(torch.cuda.max_memory_reserved(self.device))))
 

@@ -317,3 +317,6 @@ def test_a_worker_runs_the_first_input_of_every_shape_group_first_and_keeps_that
         ["d1"], ["o2", "o3"], ["d2"]]
     one_group = [entry(k, ()) for k in ("a", "b", "c")]
     assert [[e.key for e in run] for run in input_runs(one_group, {"a", "b", "c"})] == [["a", "b", "c"]]
+    # a variant that crashed, alone in its job (Job.first): its deciding inputs first, then the order above
+    assert [[e.key for e in run] for run in input_runs(entries, {"o2", "d1", "d2", "o3"}, ("d2", "o3"))] == [
+        ["d2"], ["o3"], ["d1"], ["o2"]]

@@ -105,7 +105,7 @@ class ScriptedWorker:
             put(Rows(REFERENCE, key, (ok_row(REFERENCE, key),)))
         work = work_with_timing(job)
         replay = dict(job.replay)
-        order = [key for key, *_ in job.entry_keys]
+        order = [*job.first, *(key for key, *_ in job.entry_keys if key not in job.first)]  # as plan.input_runs
         pairs = [(v, k, k not in inputs) for v, inputs in work for k in order
                  if k in inputs or k in replay.get(v, ())]
         if self.world.by_input:

@@ -84,3 +84,24 @@ def test_decided_infers_after_a_fault_the_inputs_every_drawing_oracle_failed_alr
     mask = fault_policy.inferred_by("decided", frame, ORDER, deciders=deciders)
     assert [tuple(r) for r in frame.loc[mask, ["mutant_id", "input_id"]].itertuples(index=False)] == [
         ("m2", "c"), ("m1", "c")]
+
+
+def test_decided_first_runs_the_deciding_input_after_a_fault_and_counts_pairs_the_evidence_lacks() -> None:
+    """Oracle 0 draws a and b, oracle 1 c and d, oracle 2 d only. m2 crashes on a-d: after a, b is decided and d
+    (oracles 1 and 2) runs before c (oracle 1): its crash decides c. m3 crashes on a and is Ok on d; its c was
+    inferred in the evidence: the order runs it (no observation: one unrecorded pair, counted as a crash)."""
+    def sets(*oracles):
+        return frozenset(oracles), {"RuntimeError": frozenset(oracles), "Timeout": frozenset(oracles)}
+
+    deciders = {"P": {"a": sets(0), "b": sets(0), "c": sets(1), "d": sets(1, 2)}}
+    data = [("m2", k, "RuntimeError", "AcceleratorError", False) for k in "abcd"]
+    data += [("m3", "a", "RuntimeError", "AcceleratorError", False), ("m3", "b", "Ok", None, False),
+             ("m3", "c", "RuntimeError", "NotRun", True), ("m3", "d", "Ok", None, False)]
+    frame = pd.DataFrame(data, columns=["mutant_id", "input_id", "status", "error_class", "inferred"])
+    frame.insert(0, "problem", "P")
+    frame["output_index"] = 0
+    mask = fault_policy.inferred_by("decided-first", frame, ORDER, {}, deciders)
+    assert [tuple(r) for r in frame.loc[mask, ["mutant_id", "input_id"]].itertuples(index=False)] == [
+        ("m2", "b"), ("m2", "c"), ("m3", "b")]
+    assert fault_policy.inferred_by("decided", frame, ORDER, deciders=deciders).sum() == 2  # m2's b, m3's b
+    assert fault_policy._decided_first(frame, ORDER, deciders, {}, ORDER)[1] == 1
