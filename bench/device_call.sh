@@ -16,7 +16,10 @@
 #                                                  merged back into a plain one), else from a partial shard
 #                                                  committed in bench/results/full_run; a shard that has ended is
 #                                                  skipped); each store, packed, and its state back in $OUT as
-#                                                  shardK.tar.* (run_scale.py ship; 15 MiB pieces)
+#                                                  shardK.tar.* (run_scale.py ship; 15 MiB pieces). FRESH=1: the
+#                                                  shards from their start, whatever is committed (the current code
+#                                                  measured on part of the bundle), as out/freshKofN, continued
+#                                                  from out/carry/freshKofN.tar.*
 #   bash bench/device_call.sh reobserve [SET]      the same for the mutants of bench/data/reobserve/SET (default shard1:
 #                                                  shard 1's variants whose cover inputs were inferred; grucell: every
 #                                                  mutant of level3/4_GRUCell_Sequence, whose fp64 references shard 2
@@ -170,7 +173,10 @@ full|reobserve)
     export ORACLEAUDIT_CACHE=$PWD/.oa-cache
     for item in "${runs[@]}"; do
         [ "$(left 200)" -gt 0 ] || { echo "no time left for $item"; break; }
-        if [ "$part" = full ]; then
+        if [ "$part" = full ] && [ -n "${FRESH:-}" ]; then
+            name=fresh${item%/*}of${item#*/} state=out/scale-fresh${item%/*}of${item#*/}.json
+            mutants=(--mutants bench/data/full_run --shard "$item")
+        elif [ "$part" = full ]; then
             name=shard${item%/*} state=out/scale${item%/*}.json mutants=(--mutants bench/data/full_run --shard "$item")
         else
             name=$item state=out/scale-$item.json mutants=(--mutants "bench/data/reobserve/$set_" --reobserving)
@@ -180,7 +186,7 @@ full|reobserve)
         # carry of a past session is lost with its machine), or, its store parked (bench/device_tree.sh), skipped
         # when its committed state has ended rather than run again from its start
         committed=bench/results/full_run/scale${item%/*}.json
-        if [ "$part" = full ] && [ ! -e "out/$name-packed" ] && [ ! -d "out/$name" ]; then
+        if [ "$part" = full ] && [ -z "${FRESH:-}" ] && [ ! -e "out/$name-packed" ] && [ ! -d "out/$name" ]; then
             if [ -d "bench/results/full_run/$name" ]; then
                 echo "restoring out/$name-packed from bench/results/full_run/$name"
                 cp -r "bench/results/full_run/$name" "out/$name-packed"

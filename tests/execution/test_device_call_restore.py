@@ -93,6 +93,21 @@ def test_a_shard_whose_committed_store_is_parked_is_skipped_when_its_state_has_e
     assert not (root / "out" / "shard1").exists() and not (root / "out" / "scale1.json").exists()
 
 
+def test_fresh_runs_a_shard_from_its_start_into_a_store_of_its_own_whatever_is_committed(tmp_path: Path) -> None:
+    """FRESH=1 (the current code measured on part of the bundle): the committed shard that has ended is neither
+    restored nor skipped; the run starts into out/fresh1of2 (here it fails at once: the copy holds no mutants)."""
+    root = _root(tmp_path)
+    _commit_shard(root, 1, {"full": {"shard": "1/2", "holes": 0, "calls": [{"stopped": False}]}, "code": "abc"})
+    out = tmp_path / "OUT"
+    out.mkdir()
+    done = subprocess.run(["bash", "bench/device_call.sh", "full", "1/2"], cwd=root, capture_output=True, text=True,
+                          env={**os.environ, "OUT": str(out), "LIMIT": "600", "FRESH": "1"}, timeout=300)
+    assert "has ended" not in done.stdout and "restoring" not in done.stdout
+    assert "1/2" in done.stdout.splitlines()
+    assert (out / "fresh1of2.log.gz").exists()
+    assert not (root / "out" / "scale1.json").exists() and not (root / "out" / "shard1-packed").exists()
+
+
 STAND_IN = '''import sys
 from pathlib import Path
 for _ in range(2):
