@@ -283,13 +283,15 @@ def main() -> None:
                     "hung_floor_s": args.hung_floor_s, "policies": {}}
     base = None
     for policy in args.policies:
-        extra = inferred_by(policy, rows, order, cover, deciders, pool_order)
+        if policy == "decided-first":  # its mask and its count of pairs the evidence lacks, from one simulation
+            extra, unrecorded = _decided_first(rows, order, deciders, cover, pool_order)
+        else:
+            extra, unrecorded = inferred_by(policy, rows, order, cover, deciders, pool_order), 0
         first = extra & (rows["output_index"].to_numpy() == 0)
         timeouts = first & (rows["status"] == "Timeout").to_numpy()
         crashes = first & rows["error_class"].isin(CRASHES).to_numpy()
         deadline_s = sum(args.hung_floor_s + 10 * original_ms.get((p, k), 0.0) / 1000.0
                          for p, k in zip(rows["problem"][timeouts], rows["input_id"][timeouts]))
-        unrecorded = _decided_first(rows, order, deciders, cover, pool_order)[1] if policy == "decided-first" else 0
         restarts = int(timeouts.sum() + crashes.sum()) - unrecorded
         part = {"pairs_inferred": int(first.sum()), "kills_saved": int(timeouts.sum()), "restarts_saved": restarts,
                 "unrecorded_pairs_run": unrecorded, "slot_s_saved": round(deadline_s + restarts * args.startup_s, 1),
