@@ -27,6 +27,8 @@ would not have observed under it), following the order a worker runs a job's inp
                  It may run inputs the evidence has no observation of (inferred there, after the crash cap or
                  a hang): each is counted as one more crash (it crashed more than 3 times already, or hung),
                  `unrecorded_pairs_run`, and stays unobserved in the scores
+    hang-cap-K   decided-first, and after a variant's K-th observed hang its other inputs are inferred (cover
+                 included): what capping hangs as crashes are capped would save beyond decided-first
 
 For each: the observed rows it infers, the kills and restarts it saves (an inferred Timeout row is a kill; an
 inferred crash row a restart) and an estimate of the slot-seconds (an inferred Timeout row's deadline, the
@@ -53,7 +55,8 @@ ROOT = Path(__file__).resolve().parent.parent
 EVIDENCE = ROOT / "kill_matrix" / "evidence"
 MUTANTS = ROOT / "kill_matrix" / "mutants"
 CRASHES = ("AcceleratorError", "WorkerDied")
-POLICIES = ("now", "cover-first", "hung-once", "crash-cap-1", "crash-cap-3", "both", "decided", "decided-first")
+POLICIES = ("now", "cover-first", "hung-once", "crash-cap-1", "crash-cap-3", "both", "decided", "decided-first",
+            "hang-cap-1", "hang-cap-2", "hang-cap-3")
 MAX_CRASHES = 3  # the run's default (supervisor.MAX_CRASHES)
 
 
@@ -87,8 +90,8 @@ def inferred_by(policy: str, rows, order: dict[str, dict[str, int]], cover: dict
         return _cover_first(rows, order, cover or {})
     if policy == "decided":
         return _decided(rows, order, deciders or {})
-    if policy == "decided-first":
-        return _decided_first(rows, order, deciders or {}, cover or {}, pool_order or order)[0]
+    if policy == "decided-first" or policy.startswith("hang-cap-"):
+        return _decided_first(rows, order, deciders or {}, cover or {}, pool_order or order, _hang_cap(policy))[0]
     hung_once = policy in ("hung-once", "both")
     cap = {"crash-cap-1": 1, "crash-cap-3": 3, "both": 3}.get(policy)
     position = np.array([order[p].get(k, -1) for p, k in zip(rows["problem"], rows["input_id"])])
@@ -174,8 +177,13 @@ def _decided(rows, order: dict[str, dict[str, int]], deciders: dict[str, dict]) 
     return mask
 
 
+def _hang_cap(policy: str) -> int | None:
+    """K of a policy hang-cap-K (None for any other)."""
+    return int(policy.rsplit("-", 1)[1]) if policy.startswith("hang-cap-") else None
+
+
 def _decided_first(rows, order: dict[str, dict[str, int]], deciders: dict[str, dict], cover: dict[str, set[str]],
-                   pool_order: dict[str, dict[str, int]]) -> tuple[np.ndarray, int]:
+                   pool_order: dict[str, dict[str, int]], hang_cap: int | None = None) -> tuple[np.ndarray, int]:
     """The observed rows the run would not observe with decided inputs left out and each crash or hang followed
     by the deciding order, simulated over each faulty variant's inputs as the supervisor goes through them (the
     crash cap and a hang infer the inputs outside the cover; ties in the deciding order go by pool order, as in
@@ -199,7 +207,7 @@ def _decided_first(rows, order: dict[str, dict[str, int]], deciders: dict[str, d
         position, sets, covered = order[problem], deciders[problem], cover.get(problem, set())
         pending = sorted(seen, key=lambda key: position.get(key, 1 << 30))
         failed: set[int] = set()
-        crashes, hung = 0, False
+        crashes, hangs = 0, 0
         while pending:
             key = pending.pop(0)
             status = seen[key]
@@ -210,9 +218,12 @@ def _decided_first(rows, order: dict[str, dict[str, int]], deciders: dict[str, d
                 continue
             failed |= sets[key][1][status]
             crashes += status == Status.RUNTIME_ERROR
-            hung = hung or status == Status.TIMEOUT
+            hangs += status == Status.TIMEOUT
+            hung = hangs > 0
             left = [k for k in pending if not (sets[k][0] and sets[k][0] <= failed)]
-            if hung or crashes > MAX_CRASHES:
+            if hang_cap is not None and hangs >= hang_cap:
+                left = []
+            elif hung or crashes > MAX_CRASHES:
                 left = [k for k in left if k in covered]
             not_run.update((problem, mutant, k) for k in pending if k not in left)
             head = deciding_order(left, sets, failed, Status.TIMEOUT if hung else Status.RUNTIME_ERROR, covered,
@@ -283,8 +294,9 @@ def main() -> None:
                     "hung_floor_s": args.hung_floor_s, "policies": {}}
     base = None
     for policy in args.policies:
-        if policy == "decided-first":  # its mask and its count of pairs the evidence lacks, from one simulation
-            extra, unrecorded = _decided_first(rows, order, deciders, cover, pool_order)
+        # decided-first and hang-cap-K: the mask and the count of pairs the evidence lacks, from one simulation
+        if policy == "decided-first" or policy.startswith("hang-cap-"):
+            extra, unrecorded = _decided_first(rows, order, deciders, cover, pool_order, _hang_cap(policy))
         else:
             extra, unrecorded = inferred_by(policy, rows, order, cover, deciders, pool_order), 0
         first = extra & (rows["output_index"].to_numpy() == 0)

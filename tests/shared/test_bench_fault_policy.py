@@ -105,3 +105,24 @@ def test_decided_first_runs_the_deciding_input_after_a_fault_and_counts_pairs_th
         ("m2", "b"), ("m2", "c"), ("m3", "b")]
     assert fault_policy.inferred_by("decided", frame, ORDER, deciders=deciders).sum() == 2  # m2's b, m3's b
     assert fault_policy._decided_first(frame, ORDER, deciders, {}, ORDER)[1] == 1
+
+
+def test_hang_cap_infers_every_other_input_cover_included_after_the_k_th_hang() -> None:
+    """Oracles 0, 1 and 2 draw a, b and c (one each); all three inputs are the cover. m1 hangs on a, b and c:
+    decided-first runs all three (each decides one more oracle); a cap of 1 infers b and c after the hang on a,
+    a cap of 2 infers c."""
+    def sets(*oracles):
+        return frozenset(oracles), {"RuntimeError": frozenset(oracles), "Timeout": frozenset(oracles)}
+
+    order = {"P": {key: i for i, key in enumerate("abc")}}
+    deciders = {"P": {"a": sets(0), "b": sets(1), "c": sets(2)}}
+    frame = pd.DataFrame([("m1", k, "Timeout", "TimeoutError") for k in "abc"],
+                         columns=["mutant_id", "input_id", "status", "error_class"])
+    frame.insert(0, "problem", "P")
+    frame["output_index"], frame["inferred"] = 0, False
+
+    def keys(policy: str) -> str:
+        mask = fault_policy.inferred_by(policy, frame, order, {"P": set("abc")}, deciders)
+        return "".join(frame.loc[mask, "input_id"])
+
+    assert (keys("decided-first"), keys("hang-cap-1"), keys("hang-cap-2"), keys("hang-cap-3")) == ("", "bc", "c", "")
