@@ -86,9 +86,9 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
     each shape, `scoring.oracle.input_cover`). `stop_after_s`: stop starting pairs after that many seconds, as
     Ctrl-C does (the pairs in flight are dropped), and return what was recorded. `supervision` "queue": a
     variant that crashed or hung goes back to the front of the queue for any slot, a hung variant's cover
-    inputs have a 2 s deadline floor and `spares` workers are kept started ahead (supervisor.py); "slice", as
-    before those: its slice runs it after the others, at the full floor, each restart's worker made at its
-    fault (kept to measure them: bench/fault_tail.py)."""
+    inputs have the shorter deadline floor of supervisor.py and `spares` workers are kept started ahead;
+    "slice", as before those: its slice runs it after the others, at the full floor, each restart's worker made
+    at its fault (kept to measure them: bench/fault_tail.py)."""
     from oracleaudit.execution.measure import ENGINES
     from oracleaudit.store import EvidenceStore
     from oracleaudit.terminal import progress_bar
