@@ -9,7 +9,8 @@ finishes the hull from them (below). Counts, grid counts and hulls are bitwise t
 torch version; the float statistics (sums, norms) are summed in another order, so they may differ in the
 last bits (tests/execution/test_evidence_kernels.py).
 
-Hull candidates: at most FIRST_PAIRS come back with the result and are finished on the CPU. Up to
+Hull candidates: at most `first_pairs()` (FIRST_PAIRS, or 1 in FIRST_PAIRS_PER elements of a larger
+comparison) come back with the result and are finished on the CPU. Up to
 `host_pairs()` (a correctly rounded fp32 output against the fp64 reference leaves some 38,000 of 3.4 million
 elements) come in a second transfer and are finished on the CPU too: numpy's hull is one synchronisation,
 where the torch version's passes on the GPU make a dozen, and each waits for the other workers' time slices.
@@ -44,8 +45,13 @@ from oracleaudit.errors import OracleAuditError
 SOURCE = Path(__file__).resolve().parent.parent / "data" / "evidence_kernels.cu"
 N_COUNTS = 10  # the eight flag counts of measure._measure, Σ[out == 0], Σ[ref != 0]
 N_STATS = 8  # measure._statistics's values
-# Candidate pairs fetched with the result in its one transfer; more take a second transfer.
+# Candidate pairs fetched with the result in its one transfer: FIRST_PAIRS, or one per FIRST_PAIRS_PER elements
+# of a larger comparison (within the host bound); more take a second transfer, and with it a second
+# synchronisation, which waits out the time slices of every other worker on the GPU. A correctly rounded fp32
+# output against the fp64 reference leaves ~1.1% of its elements as candidates (47,087 of 4,194,304 for
+# normal values): with 1 in 64 such a comparison comes back in the one transfer (1 MiB for 4M elements).
 FIRST_PAIRS = 2048
+FIRST_PAIRS_PER = 64
 # Candidates up to this many are finished on the CPU after a second transfer; more on the GPU. The environment
 # variable sets another bound (bench/pair_cost.py --host-pairs times them side by side).
 HOST_PAIRS = 1 << 16
@@ -107,7 +113,7 @@ class Library:
                         result.data_ptr(), capacity, stream)
         if code:
             raise RuntimeError(f"CUDA error: {self.lib.oa_error_string(code).decode()} (evidence kernels)")
-        return Launched(result, work, n, order, head, capacity, min(capacity, FIRST_PAIRS),
+        return Launched(result, work, n, order, head, capacity, first_pairs(n, capacity),
                         min(capacity, host_pairs()))
 
 
@@ -150,6 +156,12 @@ class Launched:
             candidates = (pairs[:, 0].contiguous(), pairs[:, 1].contiguous())
         all_zero = counts[8] == self.n and counts[9] > 0
         return Raw(counts[:8], within, stats, all_zero, candidates)
+
+
+def first_pairs(n: int, capacity: int) -> int:
+    """The candidates a comparison of `n` elements brings back in its one transfer: FIRST_PAIRS, or one per
+    FIRST_PAIRS_PER elements where that is more, within the capacity and `host_pairs()`."""
+    return min(capacity, host_pairs(), max(FIRST_PAIRS, n // FIRST_PAIRS_PER))
 
 
 def host_pairs() -> int:

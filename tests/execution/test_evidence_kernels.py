@@ -111,6 +111,17 @@ def test_candidates_up_to_the_host_bound_are_finished_on_the_cpu_and_more_on_the
         assert_same_evidence(measure(out, ref, engine="fused"), want)
 
 
+def test_a_larger_comparison_brings_more_candidates_back_in_its_one_transfer(monkeypatch):
+    monkeypatch.delenv(evidence_kernels.HOST_PAIRS_ENV, raising=False)
+    first = evidence_kernels.first_pairs
+    assert first(1_000, 1_000) == 1_000  # every element fits
+    assert first(100_000, 100_000) == evidence_kernels.FIRST_PAIRS
+    assert first(4_194_304, evidence_kernels.CAPACITY) == 65_536  # 1 in 64: a rounded fp32 output's ~1.1%
+    assert first(1 << 30, evidence_kernels.CAPACITY) == evidence_kernels.HOST_PAIRS  # never past the host bound
+    monkeypatch.setenv(evidence_kernels.HOST_PAIRS_ENV, "4096")
+    assert first(4_194_304, evidence_kernels.CAPACITY) == 4_096
+
+
 def test_the_host_bound_comes_from_the_environment_and_is_never_below_the_first_transfer(monkeypatch):
     monkeypatch.delenv(evidence_kernels.HOST_PAIRS_ENV, raising=False)
     assert evidence_kernels.host_pairs() == evidence_kernels.HOST_PAIRS
