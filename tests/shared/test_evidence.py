@@ -480,7 +480,7 @@ def test_measure_many_equals_measure_item_by_item_and_returns_the_extra_tensors(
     assert extra[0].tolist() == [5, 6] and extra[1].tolist() == [False]
 
 
-@pytest.mark.parametrize("case", ["rounding", "proportional", "ties", "collinear", "wide", "thinned"])
+@pytest.mark.parametrize("case", ["rounding", "proportional", "ties", "collinear", "wide", "thinned", "rounded"])
 @pytest.mark.parametrize("device_passes_above", [0, 4096])
 def test_the_numpy_hull_of_cpu_candidates_equals_the_torch_hull_point_for_point(case, device_passes_above,
                                                                                 monkeypatch):
@@ -506,9 +506,18 @@ def test_the_numpy_hull_of_cpu_candidates_equals_the_torch_hull_point_for_point(
     elif case == "wide":
         r = 10.0 ** gen.uniform(-30, 30, n)
         d = r * 10.0 ** gen.uniform(-8, -1, n)
-    else:  # a concave curve: every point a chain vertex, more than MAX_HULL_POINTS of them
+    elif case == "thinned":  # a concave curve: every point a chain vertex, more than MAX_HULL_POINTS of them
         r = np.linspace(0.0, 1.0, 4 * MAX_HULL_POINTS + 1)
         d = np.sqrt(r) + 1e-3
+    else:  # an fp32 output rounded from the fp64 reference: many candidates (pre-filtered), zeros, repeats
+        ref = gen.standard_normal(200_000)
+        ref[::97] = 0.0
+        ref[1::89] = ref[3]
+        ref_r = np.abs(ref)
+        r = np.concatenate([ref_r, np.zeros(5)])
+        d = np.concatenate([np.abs(ref.astype(np.float32).astype(np.float64) - ref), gen.uniform(1e-9, 2e-8, 5)])
+        r, d = r[d > 0], d[d > 0]
+        assert len(r) > measure.FINE_FILTER_ABOVE
     for dtype in (torch.float32, torch.float64):
         want = _front_hull_torch(torch.from_numpy(r), torch.from_numpy(d), dtype)
         got = _front_hull_numpy(r, d, dtype)
