@@ -36,6 +36,7 @@ class ModelTemplates:
         self.device = device
         self.on_host = on_host
         self.templates: dict[Any, tuple | None] = {}
+        self.template_bytes = 0  # kept as templates are made: the worker asks before every pair
 
     def fresh(self, key: Any, init: list):
         import torch
@@ -60,6 +61,10 @@ class ModelTemplates:
                 self.templates[key] = (self._pinned(copy.deepcopy(model, shared_modules(model))), rng)
             except Exception:  # e.g. an attribute pybind11 cannot copy: construct per input instead
                 self.templates[key] = None
+            else:
+                template = self.templates[key][0]
+                if hasattr(template, "parameters"):
+                    self.template_bytes += tensor_bytes([*template.parameters(), *template.buffers()])
         return model.to(self.device) if self.on_host else model
 
     def _moved(self, model) -> dict[int, Any]:
@@ -97,12 +102,8 @@ class ModelTemplates:
         return model
 
     def bytes(self) -> int:
-        total = 0
-        for template in self.templates.values():
-            if template is not None:
-                model = template[0]
-                total += tensor_bytes([*model.parameters(), *model.buffers()]) if hasattr(model, "parameters") else 0
-        return total
+        """The bytes of the templates' parameters and buffers."""
+        return self.template_bytes
 
     def _rng(self) -> tuple:
         import torch

@@ -110,6 +110,19 @@ def test_a_model_that_cannot_be_copied_is_constructed_for_every_input() -> None:
         assert torch.equal(out, constructed_the_kernelbench_way(Unpicklable, c))
 
 
+def test_the_templates_bytes_are_their_parameters_and_buffers_counted_once_each() -> None:
+    templates = ModelTemplates(Tied, "cpu", on_host=True)
+    assert templates.bytes() == 0
+    for c in (case(8), case(8), case(16)):
+        templates.fresh(c.key, c.init)
+    # Linear(w, w) twice with one weight tied, its two biases, the `calls` buffer; float32
+    assert templates.bytes() == sum(4 * (w * w + 2 * w + 1) for w in (8, 16))
+    Unpicklable.constructed = 0
+    uncopied = ModelTemplates(Unpicklable, "cpu")
+    uncopied.fresh(case(4).key, case(4).init)
+    assert uncopied.bytes() == 0  # no template kept: constructed for every input
+
+
 def test_poison_is_pytorch_s_fill_for_uninitialised_memory_in_every_dtype() -> None:
     items = [torch.zeros(3), torch.zeros(2, dtype=torch.float64), torch.zeros(2, dtype=torch.int32),
              torch.zeros(2, dtype=torch.uint8), torch.zeros(2, dtype=torch.bool), torch.zeros(0), "not a tensor"]
