@@ -17,6 +17,7 @@ from oracleaudit.execution.plan import split_job, variants_to_run
 from oracleaudit.execution.protocol import Job
 from oracleaudit.execution.recorder import Recorder, RunResult
 from oracleaudit.execution.supervisor import Supervisor
+from oracleaudit.execution.trace import mark
 from oracleaudit.execution.worker import usable_cpus
 from oracleaudit.mutant import Mutant
 
@@ -209,6 +210,7 @@ class Scheduler:
         from joblib import Parallel, delayed
 
         started = time.perf_counter()
+        mark("run", jobs=len(self.jobs), slots=self.slots)
         if stop_after_s is not None:
             timer = threading.Timer(stop_after_s, self._time_up)
             timer.daemon = True
@@ -245,6 +247,7 @@ class Scheduler:
     def _feed(self, started: float) -> None:
         def ready(job: Job, seconds: float, built: bool) -> None:
             # A job whose build failed goes to one worker whole: that worker meets the failure and reports it.
+            mark("job_built", problem=job.problem, seconds=round(seconds, 3), built=built)
             with self.lock:
                 self.result.build_s += seconds
                 self.result.build_wall_s = time.perf_counter() - started

@@ -1,0 +1,96 @@
+"""Benchmark reader (CPU): what a traced run's timeline says about its rate: when each job's build was done and the
+first pair started, when a hung variant's kernel spun (from the pair's start in its worker to the worker's reaping
+after the supervisor's timeout) and how many pairs started per second with none, one or more of them spinning; with
+--profile, the workers' merged cProfile statistics (ORACLEAUDIT_PROFILE, merged by pstats) as the functions with the
+most cumulative seconds.
+
+A run is traced with ORACLEAUDIT_TRACE=DIR (execution/trace.py); the device call that made the figures of
+bench/results/trace_rates_fresh3.json:
+
+    export ORACLEAUDIT_TRACE=/tmp/trace ORACLEAUDIT_PROFILE=/tmp/prof
+    FRESH=1 LIMIT=330 bash bench/device_call.sh full 3/6 --cold
+    python3 -c "import pstats, glob; pstats.Stats(*glob.glob('/tmp/prof/*.prof')).dump_stats('$OUT/workers.prof')"
+    tar -czf $OUT/trace.tgz -C /tmp trace
+
+then, here: PYTHONPATH=. python bench/trace_rates.py --trace trace --profile workers.prof --json FILE
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from oracleaudit.execution.trace import read
+
+
+def spins(events: list[dict]) -> list[tuple[float, float]]:
+    """(start, end) of each pair that timed out: from its worker's last `pair` mark to the worker's reaping."""
+    last_pair: dict[int, float] = {}
+    reaped: dict[int, float] = {}
+    timeouts: list[tuple[int, float]] = []
+    for event in events:
+        if event["event"] == "pair":
+            last_pair[event["pid"]] = event["t"]
+        elif event["event"] == "timeout" and event.get("child") is not None:
+            timeouts.append((event["child"], event["t"]))
+        elif event["event"] == "reaped":
+            reaped[event["child"]] = event["t"]
+    return sorted((last_pair[child], reaped.get(child, at)) for child, at in timeouts if child in last_pair)
+
+
+def rates(events: list[dict], step: float = 1.0) -> dict:
+    """The timeline's figures (seconds from the run's start)."""
+    start = min(e["t"] for e in events if e["event"] == "run")
+    pairs = sorted(e["t"] - start for e in events if e["event"] == "pair" and not e.get("replay"))
+    spun = [(a - start, b - start) for a, b in spins(events)]
+    bins: dict[int, list[int]] = {}
+    t = pairs[0]
+    while t + step <= pairs[-1]:
+        spinning = sum(a <= t < b for a, b in spun)
+        started = sum(t <= p < t + step for p in pairs)  # pairs are few thousand per minute: fine
+        bins.setdefault(min(spinning, 2), []).append(started)
+        t += step
+    return {
+        "builds_done_s": sorted(round(e["t"] - start, 1) for e in events if e["event"] == "job_built"),
+        "first_pair_s": round(pairs[0], 1),
+        "last_pair_s": round(pairs[-1], 1),
+        "pairs": len(pairs),
+        "hung_pairs": len(spun),
+        "spinning_s": round(sum(b - a for a, b in spun), 1),
+        "pairs_per_s_by_spinning": {("2+" if k == 2 else str(k)): {"seconds": len(v) * step,
+                                                                  "pairs_per_s": round(sum(v) / (len(v) * step), 1)}
+                                    for k, v in sorted(bins.items())},
+    }
+
+
+def profile_top(path: Path, count: int) -> dict:
+    """The `count` functions with the most cumulative seconds, and the total."""
+    import pstats
+
+    stats = pstats.Stats(str(path))
+    rows = sorted(stats.stats.items(), key=lambda item: -item[1][3])[:count]
+    return {"total_s": round(stats.total_tt, 1),
+            "by_cumulative_s": [{"function": f"{Path(file).name}:{line}({name})", "calls": calls, "own_s": round(own, 1),
+                                 "cumulative_s": round(cumulative, 1)}
+                                for (file, line, name), (_, calls, own, cumulative, _) in rows]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", type=Path, required=True, help="the ORACLEAUDIT_TRACE folder of a run")
+    parser.add_argument("--profile", type=Path, help="the workers' merged cProfile statistics")
+    parser.add_argument("--top", type=int, default=40, help="functions listed from the profile (default 40)")
+    parser.add_argument("--json", type=Path, metavar="FILE")
+    args = parser.parse_args()
+    figures = rates(read(args.trace))
+    if args.profile:
+        figures["profile"] = profile_top(args.profile, args.top)
+    text = json.dumps(figures, indent=1)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
