@@ -1,12 +1,14 @@
-"""Benchmark (GPU): what the hull of a comparison whose every element is a candidate costs the run, finished on
-the GPU by `measure._front_hull_torch` as it is now (convex_chain's first passes on masks, the device waited for
-about 4 times) against the version before (`previous_front_hull_torch` below, kept here as the baseline: one
-compaction, so one wait, per pass, about 13 in all).
+"""Benchmark (GPU): what the hull of a comparison whose every element is a candidate costs the run when finished
+on the GPU: `measure._front_hull_torch` (convex_chain's first passes on the device, each compacting the points
+left, so each waits for the device: about 13 waits a hull) against a version that runs the passes on masks and
+waits about 4 times (`masked_front_hull_torch` below: tried on 2026-12-06 and not adopted, kept here as the
+alternative measured).
 
 Such comparisons were 6,536 of 45,573 (14%) in a profiled call of shard 3 of the complete bundled run (8 workers,
-an H100, 2026-12-06), and 150 of the workers' 563 profiled seconds (27%), 23 ms each: a mutant whose error grows
-with |ref| (a scaled output) on a large output, against both references. The candidates here are such a case: an
-fp32 output 1.1 times a normal fp64 reference of --elements elements, filtered as the kernels filter them.
+an H100, 2026-12-06: bench/results/trace_rates_fresh3.json), and 150 of the workers' 563 profiled seconds (27%),
+23 ms each: a mutant whose error grows with |ref| (a scaled output) on a large output, against both references.
+The candidates here are such a case: an fp32 output 1.1 times a normal fp64 reference of --elements elements,
+filtered as the kernels filter them.
 
 Every --procs count starts that many processes (one CUDA context each, as the workers), and each loops for
 --seconds after a barrier over one of two workloads, for each version:
@@ -16,8 +18,11 @@ Every --procs count starts that many processes (one CUDA context each, as the wo
            timeslice_cost.py's `gapped`, whose rate scaled with the processes as the run's pairs did), and every
            --every-th pair two hulls (a pair's comparisons against both references): pairs per second
 
-Both versions give the same hull to the bit (tests/shared/test_evidence.py compares the current one with the numpy
-version; checked here too, once per process). The ratio current/previous of each rate is printed.
+Both versions give the same hull to the bit (checked once per process; the masked passes drop what the
+compacting ones drop, pass for pass). The ratio masked/compacting of each rate is printed. Measured
+(hull_cost.json, an H100): the masked version is slower, 0.58x alone and 0.65x among worker-shaped pairs at 8
+processes: its passes scan every point where the compacting ones scan what is left (about half each pass), and
+that device time costs more than the waits it saves.
 
     PYTHONPATH=. python bench/hull_cost.py --json $OUT/hull_cost.json
 """
@@ -26,48 +31,84 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import threading
 import time
 from pathlib import Path
 
-VERSIONS = ("previous", "current")
+from bench.timeslice_cost import _counts as process_counts  # the same argument: one parser
+
+VERSIONS = ("compacting", "masked")
 WORKLOADS = ("hull", "mixed")
 
 
-def previous_front_hull_torch(r, d, dtype):
-    """`measure._front_hull_torch` before the passes ran on masks (the baseline)."""
+def masked_front_hull_torch(r, d, dtype):
+    """`measure._front_hull_torch` with convex_chain's device passes on masks (`_chain_candidates`) and the
+    envelope's points fetched only for a complete hull (where there are too many, only their count)."""
     import numpy as np
     import torch
 
     from oracleaudit.evidence import convex_chain, margins
-    from oracleaudit.execution.measure import (DEVICE_PASSES, DEVICE_PASSES_ABOVE, MAX_HULL_POINTS, _chain_hull,
-                                               _complete_hull, _envelope_mask, _sorted_front)
+    from oracleaudit.execution.measure import (DEVICE_PASSES_ABOVE, MAX_HULL_POINTS, _chain_hull, _complete_hull,
+                                               _envelope_mask, _sorted_front)
 
     _, _, rel, absolute = margins(dtype)
-    r, d, front = _sorted_front(r, d)  # unchanged
-    fr, fd = torch.stack([r, d])[:, front]
-    if len(fr) > DEVICE_PASSES_ABOVE:
-        last_r, last_d = torch.stack([fr[-1], fd[-1]]).tolist()
-        x, y = (fr / fr[-1], fd / fd[-1]) if last_r * last_d > 1e300 else (fr, fd)
-        index = torch.arange(len(fr), device=fr.device)
-        for _ in range(DEVICE_PASSES):
-            if len(index) <= 64:
-                break
-            xi, yi = x[index], y[index]
-            cross = (xi[1:-1] - xi[:-2]) * (yi[2:] - yi[:-2]) - (yi[1:-1] - yi[:-2]) * (xi[2:] - xi[:-2])
-            drop = torch.zeros(len(index), dtype=torch.bool, device=fr.device)
-            drop[1:-1] = cross >= 0
-            left = index[~drop]
-            if len(left) == len(index):
-                break
-            index = left
-        fr, fd = fr[index], fd[index]
+    r, d, front = _sorted_front(r, d)
+    points = torch.stack([r, d])
+    fr, fd = _chain_candidates(r, d, front) if len(r) > DEVICE_PASSES_ABOVE else points[:, front]
     vr, vd = convex_chain(*torch.stack([fr, fd]).cpu().numpy())
     chain = torch.from_numpy(np.stack([vr, vd])).to(r.device)
-    kept = torch.stack([r, d])[:, _envelope_mask(r, d, chain[0], chain[1], rel, absolute)]
-    if kept.shape[1] + len(vr) <= MAX_HULL_POINTS:
-        kept = kept.cpu().numpy()
-        return _complete_hull(kept[0], kept[1], vr, vd)
-    return _chain_hull(vr, vd)
+    keep = _envelope_mask(r, d, chain[0], chain[1], rel, absolute)
+    if int(keep.sum()) + len(vr) > MAX_HULL_POINTS:
+        return _chain_hull(vr, vd)
+    kept = points[:, keep].cpu().numpy()
+    return _complete_hull(kept[0], kept[1], vr, vd)
+
+
+GATHER_AFTER_PASSES = 2  # after this many masked passes, the points still alive are gathered (one wait)
+
+
+def _chain_candidates(r, d, front):
+    """The points of the front (`front`: its mask over points sorted by r, d descending among equal r) that
+    convex_chain's first DEVICE_PASSES passes leave, in the same float64 operations as
+    `measure._inner_points_dropped`, waiting for the device once in the middle rather than once a pass."""
+    import torch
+
+    from oracleaudit.execution.measure import DEVICE_PASSES
+
+    positions = torch.arange(len(r), device=r.device)
+    last = torch.where(front, positions, -1).max().reshape(1)  # the front's last point: its largest r and d
+    last_r, last_d = r.gather(0, last), d.gather(0, last)
+    huge = last_r * last_d > 1e300  # convex_chain scales both axes then (its cross products would overflow)
+    x, y = torch.where(huge, r / last_r, r), torch.where(huge, d / last_d, d)
+    alive = _masked_passes(x, y, front, GATHER_AFTER_PASSES)
+    index = alive.nonzero().squeeze(1)
+    x, y, r, d = x[index], y[index], r[index], d[index]
+    alive = _masked_passes(x, y, torch.ones_like(index, dtype=torch.bool), DEVICE_PASSES - GATHER_AFTER_PASSES)
+    return r[alive], d[alive]
+
+
+def _masked_passes(x, y, alive, passes: int):
+    """`passes` of convex_chain's passes over the points where `alive` (in order of r), without waiting for the
+    device: each drops every alive point but the first and the last whose cross product with its alive
+    neighbours is >= 0, unless 64 points or fewer are alive. Returns the mask of the points left."""
+    import torch
+
+    from oracleaudit.execution.measure import running_max
+
+    n = len(x)
+    positions = torch.arange(n, device=x.device)
+    for _ in range(passes):
+        count = alive.sum()
+        before = running_max(torch.where(alive, positions, -1))  # the last alive point at or before each point
+        previous = torch.cat([before.new_full((1,), -1), before[:-1]])
+        after = n - 1 - running_max(torch.where(alive, n - 1 - positions, -1).flip(0)).flip(0)  # n: none
+        following = torch.cat([after[1:], after.new_full((1,), n)])
+        inner = alive & (previous >= 0) & (following < n) & (count > 64)
+        p, q = previous.clamp(min=0), following.clamp(max=n - 1)
+        cross = (x - x[p]) * (y[q] - y[p]) - (y - y[p]) * (x[q] - x[p])
+        alive = alive & ~(inner & (cross >= 0))
+    return alive
 
 
 def _spin(seconds: float) -> None:
@@ -78,7 +119,16 @@ def _spin(seconds: float) -> None:
 
 def _loop(rank: int, elements: int, seconds: float, launches: int, every: int, barrier, results) -> None:
     """In a child: each (version, workload) for `seconds` after the barrier; (version, workload, count,
-    seconds) to `results`."""
+    seconds) to `results`. A failure (the two versions' hulls differing among them) is sent as ("error",
+    message) and breaks the barrier, so the parent stops at once."""
+    try:
+        _measured(rank, elements, seconds, launches, every, barrier, results)
+    except Exception as err:
+        results.put(("error", f"process {rank}: {type(err).__name__}: {err}", 0, 0.0))
+        barrier.abort()
+
+
+def _measured(rank: int, elements: int, seconds: float, launches: int, every: int, barrier, results) -> None:
     import torch
 
     from oracleaudit.execution.measure import _bin_filter, _front_hull_torch
@@ -88,10 +138,10 @@ def _loop(rank: int, elements: int, seconds: float, launches: int, every: int, b
     ref = torch.randn(elements, dtype=torch.float64, device=device, generator=generator)
     out = (ref.float() * 1.1).double()
     r, d = _bin_filter(ref.abs(), (out - ref).abs())
-    hulls = {"previous": previous_front_hull_torch, "current": _front_hull_torch}
+    hulls = {"compacting": _front_hull_torch, "masked": masked_front_hull_torch}
     a, b = (hull(r, d, torch.float32) for hull in hulls.values())
     if not (a[2:] == b[2:] and a[0].tobytes() == b[0].tobytes() and a[1].tobytes() == b[1].tobytes()):
-        raise SystemExit("the two versions' hulls differ")
+        raise ValueError("the two versions' hulls differ")
     small = torch.zeros(256, device=device)
     target = torch.empty(256 * 1024, device=device)
     pinned = torch.rand(256 * 1024).pin_memory()
@@ -135,44 +185,76 @@ def measure(procs: int, elements: int, seconds: float, launches: int, every: int
     for child in children:
         child.start()
     out: dict[tuple[str, str], list] = {}
-    for _ in range(len(VERSIONS) * len(WORKLOADS)):
-        barrier.wait(timeout=600)
-        for _ in range(procs):
-            version, workload, count, spent = results.get(timeout=seconds + 600)
-            out.setdefault((version, workload), []).append((count, spent))
+    errors: list[str] = []
+    try:
+        for _ in range(len(VERSIONS) * len(WORKLOADS)):
+            barrier.wait(timeout=600)
+            for _ in range(procs):
+                version, workload, count, spent = results.get(timeout=seconds + 600)
+                if version == "error":
+                    errors.append(workload)
+                    raise threading.BrokenBarrierError
+                out.setdefault((version, workload), []).append((count, spent))
+    except threading.BrokenBarrierError:
+        for child in children:
+            child.join(timeout=60)
+        errors += [message for version, message, *_ in _drained(results) if version == "error"]
+        sys.exit(f"hull_cost.py: error: {errors[0] if errors else 'a process stopped'}")
     for child in children:
         child.join(timeout=60)
     return out
 
 
+def _drained(queue) -> list:
+    items = []
+    while True:
+        try:
+            items.append(queue.get(timeout=1))
+        except Exception:  # queue.Empty
+            return items
+
+
+def summarize(runs: dict[tuple[str, str], list]) -> dict:
+    """Per version and workload: the rate over all processes (hulls or pairs per second) and the milliseconds
+    each took in a process (the mean over them); per workload, the rate of the masked version over the
+    compacting one's."""
+    row: dict = {}
+    for (version, workload), counts in sorted(runs.items()):
+        rate = sum(count / spent for count, spent in counts)
+        each = sum(1000 * spent / count for count, spent in counts if count) / len(counts)
+        row[f"{workload}_{version}_per_s"] = round(rate, 1)
+        row[f"{workload}_{version}_ms_each"] = round(each, 2)
+    for workload in WORKLOADS:
+        before = row.get(f"{workload}_compacting_per_s")
+        now = row.get(f"{workload}_masked_per_s")
+        if before is not None and now is not None:
+            row[f"{workload}_masked_over_compacting"] = round(now / before, 3) if before else None
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--procs", default="1,8", help="process counts (default 1,8)")
+    parser.add_argument("--procs", type=process_counts, default=[1, 8], metavar="N,N,...", help="process counts (default 1,8)")
     parser.add_argument("--elements", type=int, default=1 << 22, help="output elements (default 4,194,304)")
     parser.add_argument("--seconds", type=float, default=6.0, help="each version and workload's time (default 6)")
     parser.add_argument("--launches", type=int, default=60, help="small kernels of a mixed pair (default 60)")
     parser.add_argument("--every", type=int, default=7, help="two hulls after every N-th mixed pair (default 7)")
     parser.add_argument("--json", type=Path, metavar="FILE")
     args = parser.parse_args()
+    if args.seconds <= 0 or args.elements < 2 or args.launches < 0 or args.every < 1:
+        parser.error("--seconds must be > 0, --elements ≥ 2, --launches ≥ 0 and --every ≥ 1")
     import torch
 
+    if not torch.cuda.is_available():
+        sys.exit("hull_cost.py: error: needs a CUDA device (torch.cuda.is_available() is False)")
     table: dict = {"gpu": torch.cuda.get_device_name(0), "elements": args.elements, "seconds": args.seconds,
                    "launches": args.launches, "every": args.every, "procs": {}}
-    for procs in sorted({int(x) for x in args.procs.split(",")}):
-        runs = measure(procs, args.elements, args.seconds, args.launches, args.every)
-        row: dict = {}
-        for (version, workload), counts in sorted(runs.items()):
-            rate = sum(count / spent for count, spent in counts)
-            each = sum(1000 * spent / count for count, spent in counts if count) / len(counts)
-            row[f"{workload}_{version}_per_s"] = round(rate, 1)
-            row[f"{workload}_{version}_ms_each"] = round(each, 2)
-        for workload in WORKLOADS:
-            before = row[f"{workload}_previous_per_s"]
-            row[f"{workload}_current_over_previous"] = round(row[f"{workload}_current_per_s"] / before, 3) if before else None
+    for procs in args.procs:
+        row = summarize(measure(procs, args.elements, args.seconds, args.launches, args.every))
         table["procs"][str(procs)] = row
         print(f"{procs} processes: " + ", ".join(f"{k} {v}" for k, v in row.items()), flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(table, indent=1) + "\n")
+        if args.json:  # after each count: what was measured survives a call cut short
+            args.json.write_text(json.dumps(table, indent=1) + "\n")
 
 
 if __name__ == "__main__":

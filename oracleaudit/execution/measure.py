@@ -31,9 +31,8 @@ ENGINES = ("auto", "fused", "torch")
 # c − _CODE_LOW + 1. data/evidence_kernels.cu bins the same way.
 _CODE_LOW, _CODE_HIGH = -1073 * SUB_BINS, 1024 * SUB_BINS + SUB_BINS - 1
 _N_BINS = _CODE_HIGH - _CODE_LOW + 2
-DEVICE_PASSES_ABOVE = 4096  # more points than this: their front is thinned on their device before the host's chain
-DEVICE_PASSES = 8  # this many of convex_chain's passes there (each drops about half of a proportional error's front)
-GATHER_AFTER_PASSES = 2  # after this many, the points still alive are gathered (the passes' one synchronisation)
+DEVICE_PASSES_ABOVE = 4096  # fronts longer than this are thinned on their device before the host's chain
+DEVICE_PASSES = 8  # at most this many of convex_chain's passes there (the first usually drops the most)
 
 
 def measure(out: torch.Tensor, ref: torch.Tensor, *, expected_dtype: torch.dtype | None = None,
@@ -366,19 +365,20 @@ def _front_hull_torch(r: torch.Tensor, d: torch.Tensor, dtype: torch.dtype
                       ) -> tuple[np.ndarray, np.ndarray, bool, float]:
     _, _, rel, absolute = margins(dtype)
     r, d, front = _sorted_front(r, d)
-    # 3. Its upper-left convex chain (on the CPU, after the first passes on the device where there are many
-    # points), then 4. every point the chain does not prove redundant. Each synchronisation with the device
-    # waits for the other workers' time slices, so there are few: where the envelope keeps too many points for
-    # a complete hull (an error growing with |ref| keeps them all), only their count comes back.
-    points = torch.stack([r, d])
-    fr, fd = _chain_candidates(r, d, front) if len(r) > DEVICE_PASSES_ABOVE else points[:, front]
+    # 3. Its upper-left convex chain (on the CPU, after the first passes on the device where the front is
+    # long), then 4. every point the chain does not prove redundant.
+    # (Each synchronisation with the device waits for the other workers' time slices: few of them, and each
+    # transfer of both coordinates at once.)
+    fr, fd = torch.stack([r, d])[:, front]
+    if len(fr) > DEVICE_PASSES_ABOVE:
+        fr, fd = _inner_points_dropped(fr, fd)
     vr, vd = convex_chain(*torch.stack([fr, fd]).cpu().numpy())
     chain = torch.from_numpy(np.stack([vr, vd])).to(r.device)
-    keep = _envelope_mask(r, d, chain[0], chain[1], rel, absolute)
-    if int(keep.sum()) + len(vr) > MAX_HULL_POINTS:
-        return _chain_hull(vr, vd)
-    kept = points[:, keep].cpu().numpy()
-    return _complete_hull(kept[0], kept[1], vr, vd)
+    kept = torch.stack([r, d])[:, _envelope_mask(r, d, chain[0], chain[1], rel, absolute)]
+    if kept.shape[1] + len(vr) <= MAX_HULL_POINTS:
+        kept = kept.cpu().numpy()
+        return _complete_hull(kept[0], kept[1], vr, vd)
+    return _chain_hull(vr, vd)
 
 
 def _sorted_front(r: torch.Tensor, d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -394,44 +394,26 @@ def _sorted_front(r: torch.Tensor, d: torch.Tensor) -> tuple[torch.Tensor, torch
     return r, d, front
 
 
-def _chain_candidates(r: torch.Tensor, d: torch.Tensor, front: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The points of the front (`front`: its mask over points sorted by r, d descending among equal r) that
-    `evidence.convex_chain`'s first DEVICE_PASSES vectorised passes leave, found where the points lie, in the
-    same float64 operations (each rounded alike on every device), so that convex_chain then goes on from the
+def _inner_points_dropped(r: torch.Tensor, d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`evidence.convex_chain`'s vectorised passes on a front (sorted by r, d increasing) where it lies, in
+    the same float64 operations (each rounded alike on every device), so that convex_chain then gets the
     points its own passes would have left: a proportional error makes a front of every element, which would
-    otherwise cross to the host and be thinned there. The passes run on masks (`_masked_passes`), so the device
-    is waited for once in the middle (the points still alive are gathered: each pass leaves about half) rather
-    than once a pass."""
-    positions = torch.arange(len(r), device=r.device)
-    last = torch.where(front, positions, -1).max().reshape(1)  # the front's last point: its largest r and d
-    last_r, last_d = r.gather(0, last), d.gather(0, last)
-    huge = last_r * last_d > 1e300  # convex_chain scales both axes then (its cross products would overflow)
-    x, y = torch.where(huge, r / last_r, r), torch.where(huge, d / last_d, d)
-    alive = _masked_passes(x, y, front, GATHER_AFTER_PASSES)
-    index = alive.nonzero().squeeze(1)
-    x, y, r, d = x[index], y[index], r[index], d[index]
-    alive = _masked_passes(x, y, torch.ones_like(index, dtype=torch.bool), DEVICE_PASSES - GATHER_AFTER_PASSES)
-    return r[alive], d[alive]
-
-
-def _masked_passes(x: torch.Tensor, y: torch.Tensor, alive: torch.Tensor, passes: int) -> torch.Tensor:
-    """`passes` of convex_chain's vectorised passes over the points where `alive` (in order of r), without a
-    synchronisation: each pass drops every alive point, but the first and the last, whose cross product with
-    its alive neighbours is >= 0, unless 64 points or fewer are alive (convex_chain's stop); a pass that drops
-    nothing leaves the next nothing to drop, as convex_chain's stop does. Returns the mask of points left."""
-    n = len(x)
-    positions = torch.arange(n, device=x.device)
-    for _ in range(passes):
-        count = alive.sum()
-        before = running_max(torch.where(alive, positions, -1))  # the last alive point at or before each point
-        previous = torch.cat([before.new_full((1,), -1), before[:-1]])
-        after = n - 1 - running_max(torch.where(alive, n - 1 - positions, -1).flip(0)).flip(0)  # n: none
-        following = torch.cat([after[1:], after.new_full((1,), n)])
-        inner = alive & (previous >= 0) & (following < n) & (count > 64)
-        p, q = previous.clamp(min=0), following.clamp(max=n - 1)
-        cross = (x - x[p]) * (y[q] - y[p]) - (y - y[p]) * (x[q] - x[p])
-        alive = alive & ~(inner & (cross >= 0))
-    return alive
+    otherwise cross to the host and be sorted there."""
+    last_r, last_d = torch.stack([r[-1], d[-1]]).tolist()
+    x, y = (r / r[-1], d / d[-1]) if last_r * last_d > 1e300 else (r, d)
+    index = torch.arange(len(r), device=r.device)
+    for _ in range(DEVICE_PASSES):  # each pass waits for the device once; the host's chain goes on from here
+        if len(index) <= 64:
+            break
+        xi, yi = x[index], y[index]
+        cross = (xi[1:-1] - xi[:-2]) * (yi[2:] - yi[:-2]) - (yi[1:-1] - yi[:-2]) * (xi[2:] - xi[:-2])
+        drop = torch.zeros(len(index), dtype=torch.bool, device=r.device)
+        drop[1:-1] = cross >= 0
+        left = index[~drop]
+        if len(left) == len(index):
+            break
+        index = left
+    return r[index], d[index]
 
 
 # The numpy hull drops dominated points before it sorts, by bins of r finer than the kernels' (FINE_BINS per

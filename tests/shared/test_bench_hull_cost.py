@@ -1,0 +1,72 @@
+"""bench/hull_cost.py: its arguments and table on the CPU; both hull versions side by side on a GPU (gpu)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import hull_cost
+
+ROOT = Path(__file__).parents[2]
+SCRIPT = ROOT / "bench" / "hull_cost.py"
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, cwd=ROOT,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+
+
+def test_the_table_adds_the_processes_rates_and_compares_the_versions() -> None:
+    runs = {("compacting", "hull"): [(10, 2.0), (20, 2.0)], ("masked", "hull"): [(30, 2.0), (30, 3.0)],
+            ("compacting", "mixed"): [(100, 2.0)], ("masked", "mixed"): [(150, 2.0)]}
+    row = hull_cost.summarize(runs)
+    assert row["hull_compacting_per_s"] == 15.0 and row["hull_masked_per_s"] == 25.0
+    assert row["hull_compacting_ms_each"] == 150.0 and row["hull_masked_ms_each"] == 83.33
+    assert row["hull_masked_over_compacting"] == round(25 / 15, 3) and row["mixed_masked_over_compacting"] == 1.5
+
+
+@pytest.mark.parametrize("huge", [False, True])
+def test_the_masked_passes_give_the_compacting_passes_hull_to_the_bit(huge: bool, monkeypatch) -> None:
+    """On the CPU (the same tensor operations as on a GPU): a scaled output, its every element a candidate, of
+    normal values and of huge ones (r * d past 1e300: convex_chain's passes scale both axes first)."""
+    import torch
+
+    from oracleaudit.execution import measure
+
+    monkeypatch.setattr(measure, "DEVICE_PASSES_ABOVE", 0)
+    ref = torch.randn(50_000, dtype=torch.float64, generator=torch.Generator().manual_seed(5)) * (1e155 if huge else 1)
+    out = (ref.float() * 1.1).double() if not huge else ref * 1.1
+    r, d = measure._bin_filter(ref.abs(), (out - ref).abs())
+    assert len(r) > 10_000
+    for dtype in (torch.float32, torch.float64):
+        want = measure._front_hull_torch(r, d, dtype)
+        got = hull_cost.masked_front_hull_torch(r, d, dtype)
+        assert got[2:] == want[2:] and got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()
+
+
+def test_help_runs_and_bad_values_are_one_error_line() -> None:
+    assert run("--help").returncode == 0
+    for bad in (("--seconds", "0"), ("--every", "0"), ("--procs", "0,1")):
+        done = run(*bad)
+        assert done.returncode == 2 and "Traceback" not in done.stderr and "error:" in done.stderr
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the message of a machine without a GPU")
+def test_without_a_gpu_it_says_so_in_one_line() -> None:
+    done = run("--procs", "1", "--seconds", "0.1")
+    assert done.returncode == 1 and done.stderr.strip() == (
+        "hull_cost.py: error: needs a CUDA device (torch.cuda.is_available() is False)")
+
+
+@pytest.mark.gpu
+def test_both_versions_give_one_hull_and_are_timed_side_by_side(tmp_path) -> None:
+    out = tmp_path / "hull_cost.json"
+    done = run("--procs", "2", "--elements", "65536", "--seconds", "0.3", "--every", "2", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]  # a process whose two hulls differ exits with its error
+    row = json.loads(out.read_text())["procs"]["2"]
+    assert all(row[f"{w}_{v}_per_s"] > 0 for w in hull_cost.WORKLOADS for v in hull_cost.VERSIONS)
+    assert {"hull_masked_over_compacting", "mixed_masked_over_compacting"} <= set(row)
