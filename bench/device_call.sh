@@ -37,6 +37,9 @@
 #                                                  (restart_cost.json and restart_traces.tgz in $OUT)
 #   bash bench/device_call.sh timeslice [ARGS]     bench/timeslice_cost.py ARGS: what a synchronisation costs with 1-16
 #                                                  processes sharing the GPU (timeslice_cost.json in $OUT)
+#   bash bench/device_call.sh hull [ARGS]          bench/hull_cost.py ARGS: the GPU hull of an all-candidate comparison,
+#                                                  as it is and as it was, alone and beside worker-shaped pairs
+#                                                  (hull_cost.json in $OUT)
 #   bash bench/device_call.sh kill [ARGS]          bench/kill_cost.py ARGS: seconds to kill a worker whose kernel spins,
 #                                                  and a bystander's round trips beside 0, 1 and 3 spinning kernels
 #                                                  (kill_cost.json in $OUT)
@@ -255,6 +258,10 @@ pair-cost)
 timeslice)
     timeout "$(left 10)" python3 bench/timeslice_cost.py --json "$OUT/timeslice_cost.json" "$@"
     echo "timeslice_cost exit $?"
+    ;;
+hull)
+    timeout "$(left 10)" python3 bench/hull_cost.py --json "$OUT/hull_cost.json" "$@"
+    echo "hull_cost exit $?"
     ;;
 kill)
     timeout "$(left 10)" python3 bench/kill_cost.py --json "$OUT/kill_cost.json" "$@"

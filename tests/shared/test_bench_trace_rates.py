@@ -1,0 +1,37 @@
+"""bench/trace_rates.py on a written trace: the hung pairs' spinning, the pair rates beside them, the builds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench import trace_rates
+from oracleaudit.execution.trace import read
+
+
+def write(folder: Path, events: list[dict]) -> None:
+    folder.mkdir()
+    for event in events:
+        with open(folder / f"{event['pid']}.jsonl", "a") as sink:
+            sink.write(json.dumps(event) + "\n")
+
+
+def test_a_hung_pair_spins_from_its_start_to_its_reaping_and_the_rates_are_split_by_it(tmp_path) -> None:
+    events = [{"event": "run", "t": 100.0, "pid": 1}, {"event": "job_built", "t": 110.0, "pid": 1}]
+    # worker 7: a pair every 0.1 s from 10 s to 20 s after the run; worker 8: pairs at 10 s, then one that hangs
+    # from 12 s until the supervisor reaps it at 15 s
+    events += [{"event": "pair", "t": 110.0 + k / 10, "pid": 7} for k in range(100)]
+    events += [{"event": "pair", "t": 110.0, "pid": 8}, {"event": "pair", "t": 112.0, "pid": 8},
+               {"event": "pair", "t": 113.0, "pid": 9, "replay": True},
+               {"event": "timeout", "t": 114.5, "pid": 1, "child": 8}, {"event": "reaped", "t": 115.0, "pid": 1, "child": 8}]
+    write(tmp_path / "trace", events)
+    timeline = read(tmp_path / "trace")
+    assert trace_rates.spins(timeline) == [(112.0, 115.0)]
+    figures = trace_rates.rates(timeline)
+    assert figures["first_pair_s"] == 10.0 and figures["builds_done_s"] == [10.0]
+    assert figures["pairs"] == 102 and figures["hung_pairs"] == 1 and figures["spinning_s"] == 3.0
+    spinning = figures["pairs_per_s_by_spinning"]
+    # 12-15 s: worker 7's 30 pairs and the hung one, which starts the spinning (the replay is not counted)
+    assert spinning["1"] == {"seconds": 3.0, "pairs_per_s": round(31 / 3, 1)}
+    # 10-12 s and 15-19 s (whole seconds up to the last pair at 19.9 s): 60 of worker 7's pairs, 1 of worker 8's
+    assert spinning["0"] == {"seconds": 6.0, "pairs_per_s": round(61 / 6, 1)}
