@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench import hull_cost
+from oracleaudit.execution.measure import FINE_FILTER_ABOVE
 
 ROOT = Path(__file__).parents[2]
 SCRIPT = ROOT / "bench" / "hull_cost.py"
@@ -53,6 +54,15 @@ def test_help_runs_and_bad_values_are_one_error_line() -> None:
     for bad in (("--seconds", "0"), ("--every", "0"), ("--procs", "0,1")):
         done = run(*bad)
         assert done.returncode == 2 and "Traceback" not in done.stderr and "error:" in done.stderr
+
+
+def test_the_numpy_part_times_the_hull_with_and_without_its_pre_filter_on_the_cpu(tmp_path) -> None:
+    out = tmp_path / "numpy.json"
+    done = run("--numpy", "--elements", "600000", "--repeat", "1", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]  # a pre-filter that changed the hull is an error
+    figures = json.loads(out.read_text())
+    assert figures["candidates"] > FINE_FILTER_ABOVE  # the pre-filter runs
+    assert figures["filtered_ms"] > 0 and figures["unfiltered_ms"] > 0 and figures["unfiltered_over_filtered"] > 0
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the message of a machine without a GPU")
