@@ -70,9 +70,10 @@ ORIGINAL_TIMEOUT_S = 600.0
 # has to absorb the noise of a pair that takes milliseconds, also with other workers sharing the GPU.
 TIMEOUT_FLOOR_S = 5.0
 # The floor on the cover inputs of a variant that hung already (at most TIMEOUT_FLOOR_S). Its kernel spins until
-# then, and every other worker's synchronisation waits out its time slice (kill_cost.json). In the complete
-# bundled run the 45 variants that hung had 22 observed pairs that did not hang, the slowest 0.59 ms on the GPU:
-# 0.5 s (+ the factor times the original's pair time) keeps a margin of ~800x over them.
+# then, and every other worker's synchronisation waits out its time slice (kill_cost.json; in a traced shard pairs
+# started 17% slower beside one: trace_rates_fresh3.json). In the complete bundled run the 45 variants that hung
+# had 22 observed pairs that did not hang, whose kernels took 0.59 ms at most: 0.5 s, plus the factor times the
+# original's time on the input, leaves such a pair's whole round trip ample room.
 HUNG_TIMEOUT_FLOOR_S = 0.5
 RETRY_DEADLINE_FACTOR = 2.0  # a pair past its deadline is waited for until this many times it
 SPARES = 1  # workers kept started ahead, from a slot's first restart on

@@ -1,10 +1,10 @@
 """A developer's timeline of the workers' lives: when `ORACLEAUDIT_TRACE` names a folder, the scheduler (the
 run's start, each job's build done), the supervisors and their workers each append one JSON line per event to
-`<pid>.jsonl` there — the event's name, the system-wide
-monotonic clock (comparable between the processes of one machine), the process and thread ids (a supervisor is a
-thread of the run's process) and the event's fields. What a
-restart after a crash is made of (the fork, CUDA's start, the spare's wait, the job's load) is read from these
-files by bench/restart_cost.py. Off (the default), `mark` only looks up the environment variable.
+`<pid>.jsonl` there — the event's name, the system-wide monotonic clock (comparable between the processes of one
+machine), the process and thread ids (a supervisor is a thread of the run's process) and the event's fields.
+What a restart after a crash is made of (the fork, CUDA's start, the spare's wait, the job's load) is read from
+these files by bench/restart_cost.py, a run's rate beside hung kernels by bench/trace_rates.py. Off (the
+default), `mark` only looks up the environment variable.
 """
 
 from __future__ import annotations
