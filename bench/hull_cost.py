@@ -124,7 +124,7 @@ def _spin(seconds: float) -> None:
 
 def _loop(rank: int, elements: int, seconds: float, launches: int, every: int, barrier, results) -> None:
     """In a child: each (version, workload) for `seconds` after the barrier; (version, workload, count,
-    seconds) to `results`. A failure (the two versions' hulls differing among them) is sent as ("error",
+    seconds) to `results`. A failure (the two versions' hulls differing, say) is sent as ("error",
     message) and breaks the barrier, so the parent stops at once."""
     try:
         _measured(rank, elements, seconds, launches, every, barrier, results)
