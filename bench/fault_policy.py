@@ -263,7 +263,9 @@ def main() -> None:
     parser.add_argument("--evidence", type=Path, default=EVIDENCE)
     parser.add_argument("--mutants", type=Path, default=MUTANTS)
     parser.add_argument("--pool", default="default")
-    parser.add_argument("--hung-floor-s", type=float, default=2.0)
+    parser.add_argument("--hung-floor-s", type=float, default=2.0,
+                        help="a hung variant's cover floor, seconds (default 2: the run's when fault_policy.json was "
+                             "made; 0.5 since 2026-12-06)")
     parser.add_argument("--startup-s", type=float, required=True, help="seconds of startup per worker restart")
     parser.add_argument("--policies", type=lambda t: t.split(","), default=list(POLICIES))
     parser.add_argument("--out", type=Path)

@@ -5,7 +5,8 @@ their time idle, mostly waiting at the end of a shard for the last slices, which
 variants one by one after the others; 17.6% went to the 20 hung variants (0.7% of the variants), whose cover
 inputs each waited for the full 5 s deadline floor; and 8% to starting workers. `oracleaudit run` now hands a
 variant that crashed or hung back to the front of the work queue as a job of its own, gives a hung variant's
-cover inputs a 2 s floor and keeps a spare worker started ahead (`execution.run(supervision="queue")`); the
+cover inputs a shorter floor (2 s when fault_tail.json was measured, 0.5 s since) and keeps a spare worker started
+ahead (`execution.run(supervision="queue")`); the
 behaviour before is kept as `supervision="slice"`. With --floors it measures the deadline floor instead: the
 5 s floor is most of nearly every pair's deadline (in the bundled evidence the original's kernel time on the
 pair's input is under 50 ms for 99.9% of the mutants' pairs), and a hang costs its slot about three deadlines
