@@ -262,7 +262,8 @@ def numpy_hull(elements: int, repeat: int) -> dict:
                                                repeat=repeat))
     finally:
         measure.FINE_FILTER_ABOVE = above
-    same = filtered[2:] == unfiltered[2:] and all(a.tobytes() == b.tobytes() for a, b in zip(filtered[:2], unfiltered[:2]))
+    same = filtered[2:] == unfiltered[2:] and all(a.tobytes() == b.tobytes()
+                                                   for a, b in zip(filtered[:2], unfiltered[:2]))
     if not same:
         raise SystemExit("hull_cost.py: error: the pre-filter changed the hull")
     return {"elements": elements, "candidates": len(r), "repeat": repeat,
@@ -272,7 +273,8 @@ def numpy_hull(elements: int, repeat: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--procs", type=process_counts, default=[1, 8], metavar="N,N,...", help="process counts (default 1,8)")
+    parser.add_argument("--procs", type=process_counts, default=[1, 8], metavar="N,N,...",
+                        help="process counts (default 1,8)")
     parser.add_argument("--elements", type=int, default=1 << 22, help="output elements (default 4,194,304)")
     parser.add_argument("--seconds", type=float, default=6.0, help="each version and workload's time (default 6)")
     parser.add_argument("--launches", type=int, default=60, help="small kernels of a mixed pair (default 60)")

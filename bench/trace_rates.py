@@ -71,8 +71,8 @@ def profile_top(path: Path, count: int) -> dict:
     stats = pstats.Stats(str(path))
     rows = sorted(stats.stats.items(), key=lambda item: -item[1][3])[:count]
     return {"total_s": round(stats.total_tt, 1),
-            "by_cumulative_s": [{"function": f"{Path(file).name}:{line}({name})", "calls": calls, "own_s": round(own, 1),
-                                 "cumulative_s": round(cumulative, 1)}
+            "by_cumulative_s": [{"function": f"{Path(file).name}:{line}({name})", "calls": calls,
+                                 "own_s": round(own, 1), "cumulative_s": round(cumulative, 1)}
                                 for (file, line, name), (_, calls, own, cumulative, _) in rows]}
 
 

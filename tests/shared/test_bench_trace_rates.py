@@ -23,7 +23,8 @@ def test_a_hung_pair_spins_from_its_start_to_its_reaping_and_the_rates_are_split
     events += [{"event": "pair", "t": 110.0 + k / 10, "pid": 7} for k in range(100)]
     events += [{"event": "pair", "t": 110.0, "pid": 8}, {"event": "pair", "t": 112.0, "pid": 8},
                {"event": "pair", "t": 113.0, "pid": 9, "replay": True},
-               {"event": "timeout", "t": 114.5, "pid": 1, "child": 8}, {"event": "reaped", "t": 115.0, "pid": 1, "child": 8}]
+               {"event": "timeout", "t": 114.5, "pid": 1, "child": 8},
+               {"event": "reaped", "t": 115.0, "pid": 1, "child": 8}]
     write(tmp_path / "trace", events)
     timeline = read(tmp_path / "trace")
     assert trace_rates.spins(timeline) == [(112.0, 115.0)]
