@@ -1,8 +1,13 @@
 """Benchmark (GPU): what the hull of a comparison whose every element is a candidate costs the run when finished
-on the GPU: `measure._front_hull_torch` (convex_chain's first passes on the device, each compacting the points
-left, so each waits for the device: about 13 waits a hull) against a version that runs the passes on masks and
-waits about 4 times (`masked_front_hull_torch` below: tried on 2026-12-06 and not adopted, kept here as the
-alternative measured).
+on the GPU, in three versions that give the same hull to the bit:
+
+    compacting  `measure._front_hull_torch`: the front after two stable sorts (by d descending, then by r), then
+                convex_chain's first passes on the device, each compacting the points left, so each waits for the
+                device (about 13 waits a hull)
+    masked      the passes on masks, waiting about 4 times (`masked_front_hull_torch` below: tried on 2026-12-06
+                and not adopted, kept as the alternative measured)
+    one-sort    the front after one stable sort, by r, its runs of equal r settled by a segmented maximum
+                (`one_sort_front_hull_torch` below: the next candidate, not yet run on a GPU; --versions asks for it)
 
 Such comparisons were 6,536 of 45,573 (14%) in a profiled call of shard 3 of the complete bundled run (8 workers,
 an H100, 2026-12-06: bench/results/trace_rates_fresh3.json), and 150 of the workers' 563 profiled seconds (27%),
@@ -18,13 +23,15 @@ Every --procs count starts that many processes (one CUDA context each, as the wo
            timeslice_cost.py's `gapped`, whose rate scaled with the processes as the run's pairs did), and every
            --every-th pair two hulls (a pair's comparisons against both references): pairs per second
 
-Both versions give the same hull to the bit (checked once per process; the masked passes drop what the
-compacting ones drop, pass for pass). The ratio masked/compacting of each rate is printed. Measured
-(hull_cost.json, an H100): the masked version is slower, 0.58x alone and 0.65x among worker-shaped pairs at 8
-processes: its passes scan every point where the compacting ones scan what is left (about half each pass), and
-that device time costs more than the waits it saves.
+The versions' hulls are checked equal to the bit once per process (the masked passes drop what the compacting
+ones drop, pass for pass; one sort finds the two sorts' front in their order). The rate of each version over the
+compacting one's is printed. Measured with the first two (hull_cost.json, an H100): the masked version is
+slower, 0.58x alone and 0.65x among worker-shaped pairs at 8 processes: its passes scan every point where the
+compacting ones scan what is left (about half each pass), and that device time costs more than the waits it
+saves. The compacting hull took ~5.5 ms of the GPU's own time (181 hulls/s over 8 processes), so its device work
+is what to cut next: one-sort does one radix sort and two gathers where the front took two and four.
 
-    PYTHONPATH=. python bench/hull_cost.py --json $OUT/hull_cost.json
+    PYTHONPATH=. python bench/hull_cost.py --json $OUT/hull_cost.json   (--versions compacting,one-sort: the next)
 
 With --numpy (CPU, no GPU needed): the hull of the candidates a correctly rounded fp32 output leaves against its
 fp64 reference (~1.1% of --elements, finished on the CPU in the run), by `measure._front_hull_numpy` as it is
@@ -43,7 +50,8 @@ from pathlib import Path
 
 from bench.timeslice_cost import _counts as process_counts  # the same argument: one parser
 
-VERSIONS = ("compacting", "masked")
+VERSIONS = ("compacting", "masked", "one-sort")
+MEASURED = ("compacting", "masked")  # the default: the versions measured so far (hull_cost.json)
 WORKLOADS = ("hull", "mixed")
 
 
@@ -116,24 +124,65 @@ def _masked_passes(x, y, alive, passes: int):
     return alive
 
 
+def one_sort_front_hull_torch(r, d, dtype):
+    """`measure._front_hull_torch` with its front found after one stable sort (by r) instead of two (by d
+    descending, then by r): among points of equal r, the front can only hold the first of those with the
+    group's largest d (the point the two sorts put first), and it does where that d exceeds every d of a smaller
+    r. The same front in the same order, so the same chain; the envelope's points come in another order, which
+    the complete hull sorts. (Run here by lending `_one_sort_front` to measure's hull for the call: one process,
+    one thread.)"""
+    from oracleaudit.execution import measure
+
+    two_sorts = measure._sorted_front
+    measure._sorted_front = _one_sort_front
+    try:
+        return measure._front_hull_torch(r, d, dtype)
+    finally:
+        measure._sorted_front = two_sorts
+
+
+def _one_sort_front(r, d):
+    """The points sorted by r (stable) and the mask of the front there, without a synchronisation."""
+    import torch
+
+    from oracleaudit.execution.measure import running_max
+
+    order = torch.argsort(r, stable=True)
+    r, d = r[order], d[order]
+    n = len(r)
+    positions = torch.arange(n, device=r.device)
+    starts = torch.ones(n, dtype=torch.bool, device=r.device)
+    starts[1:] = r[1:] != r[:-1]
+    group = torch.cumsum(starts, 0) - 1  # runs of equal r, numbered in order
+    largest = torch.zeros(n, dtype=d.dtype, device=d.device).scatter_reduce(0, group, d, "amax", include_self=False)
+    top = d == largest[group]
+    first = torch.full((n,), n, dtype=positions.dtype, device=r.device).scatter_reduce(
+        0, group, torch.where(top, positions, n), "amin", include_self=False)
+    before = torch.cat([largest.new_zeros(1), running_max(largest)[:-1]])  # d > 0: nothing is below 0
+    front = (first[group] == positions) & (largest[group] > before[group])
+    return r, d, front
+
+
 def _spin(seconds: float) -> None:
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         pass
 
 
-def _loop(rank: int, elements: int, seconds: float, launches: int, every: int, barrier, results) -> None:
+def _loop(rank: int, versions: tuple[str, ...], elements: int, seconds: float, launches: int, every: int, barrier,
+          results) -> None:
     """In a child: each (version, workload) for `seconds` after the barrier; (version, workload, count,
-    seconds) to `results`. A failure (the two versions' hulls differing, say) is sent as ("error",
+    seconds) to `results`. A failure (the versions' hulls differing, say) is sent as ("error",
     message) and breaks the barrier, so the parent stops at once."""
     try:
-        _measured(rank, elements, seconds, launches, every, barrier, results)
+        _measured(rank, versions, elements, seconds, launches, every, barrier, results)
     except Exception as err:
         results.put(("error", f"process {rank}: {type(err).__name__}: {err}", 0, 0.0))
         barrier.abort()
 
 
-def _measured(rank: int, elements: int, seconds: float, launches: int, every: int, barrier, results) -> None:
+def _measured(rank: int, versions: tuple[str, ...], elements: int, seconds: float, launches: int, every: int,
+              barrier, results) -> None:
     import torch
 
     from oracleaudit.execution.measure import _bin_filter, _front_hull_torch
@@ -143,10 +192,14 @@ def _measured(rank: int, elements: int, seconds: float, launches: int, every: in
     ref = torch.randn(elements, dtype=torch.float64, device=device, generator=generator)
     out = (ref.float() * 1.1).double()
     r, d = _bin_filter(ref.abs(), (out - ref).abs())
-    hulls = {"compacting": _front_hull_torch, "masked": masked_front_hull_torch}
-    a, b = (hull(r, d, torch.float32) for hull in hulls.values())
-    if not (a[2:] == b[2:] and a[0].tobytes() == b[0].tobytes() and a[1].tobytes() == b[1].tobytes()):
-        raise ValueError("the two versions' hulls differ")
+    every_hull = {"compacting": _front_hull_torch, "masked": masked_front_hull_torch,
+                  "one-sort": one_sort_front_hull_torch}
+    hulls = {version: every_hull[version] for version in versions}
+    first, *others = (hull(r, d, torch.float32) for hull in hulls.values())
+    for other in others:
+        if not (first[2:] == other[2:] and first[0].tobytes() == other[0].tobytes()
+                and first[1].tobytes() == other[1].tobytes()):
+            raise ValueError("the versions' hulls differ")
     small = torch.zeros(256, device=device)
     target = torch.empty(256 * 1024, device=device)
     pinned = torch.rand(256 * 1024).pin_memory()
@@ -160,7 +213,7 @@ def _measured(rank: int, elements: int, seconds: float, launches: int, every: in
         back.cpu()
         _spin(3e-3)
 
-    for version in VERSIONS:
+    for version in versions:
         hull = hulls[version]
         for workload in WORKLOADS:
             for _ in range(2):  # warm-up
@@ -180,19 +233,21 @@ def _measured(rank: int, elements: int, seconds: float, launches: int, every: in
             results.put((version, workload, count, time.perf_counter() - started))
 
 
-def measure(procs: int, elements: int, seconds: float, launches: int, every: int) -> dict[tuple[str, str], list]:
+def measure(procs: int, elements: int, seconds: float, launches: int, every: int,
+            versions: tuple[str, ...] = MEASURED) -> dict[tuple[str, str], list]:
     import multiprocessing
 
     context = multiprocessing.get_context("spawn")
     barrier, results = context.Barrier(procs + 1), context.Queue()
-    children = [context.Process(target=_loop, args=(rank, elements, seconds, launches, every, barrier, results))
+    children = [context.Process(target=_loop, args=(rank, versions, elements, seconds, launches, every, barrier,
+                                                     results))
                 for rank in range(procs)]
     for child in children:
         child.start()
     out: dict[tuple[str, str], list] = {}
     errors: list[str] = []
     try:
-        for _ in range(len(VERSIONS) * len(WORKLOADS)):
+        for _ in range(len(versions) * len(WORKLOADS)):
             barrier.wait(timeout=600)
             for _ in range(procs):
                 version, workload, count, spent = results.get(timeout=seconds + 600)
@@ -221,7 +276,7 @@ def _drained(queue) -> list:
 
 def summarize(runs: dict[tuple[str, str], list]) -> dict:
     """Per version and workload: the rate over all processes (hulls or pairs per second) and the milliseconds
-    each took in a process (the mean over them); per workload, the rate of the masked version over the
+    each took in a process (the mean over them); per workload, the rate of each other version over the
     compacting one's."""
     row: dict = {}
     for (version, workload), counts in sorted(runs.items()):
@@ -231,9 +286,10 @@ def summarize(runs: dict[tuple[str, str], list]) -> dict:
         row[f"{workload}_{version}_ms_each"] = round(each, 2)
     for workload in WORKLOADS:
         before = row.get(f"{workload}_compacting_per_s")
-        now = row.get(f"{workload}_masked_per_s")
-        if before is not None and now is not None:
-            row[f"{workload}_masked_over_compacting"] = round(now / before, 3) if before else None
+        for version in VERSIONS[1:]:  # those measured
+            now = row.get(f"{workload}_{version}_per_s")
+            if before is not None and now is not None:
+                row[f"{workload}_{version}_over_compacting"] = round(now / before, 3) if before else None
     return row
 
 
@@ -271,6 +327,14 @@ def numpy_hull(elements: int, repeat: int) -> dict:
             "unfiltered_over_filtered": round(best["unfiltered"] / best["filtered"], 2)}
 
 
+def _versions(text: str) -> list[str]:
+    names = list(dict.fromkeys(text.split(",")))
+    if names[0] != "compacting" or any(name not in VERSIONS for name in names) or len(names) < 2:
+        raise argparse.ArgumentTypeError(f"versions are {', '.join(VERSIONS)}, compacting first and one more at "
+                                         f"least; got {text!r}")
+    return names
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--procs", type=process_counts, default=[1, 8], metavar="N,N,...",
@@ -279,6 +343,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=6.0, help="each version and workload's time (default 6)")
     parser.add_argument("--launches", type=int, default=60, help="small kernels of a mixed pair (default 60)")
     parser.add_argument("--every", type=int, default=7, help="two hulls after every N-th mixed pair (default 7)")
+    parser.add_argument("--versions", type=_versions, default=list(MEASURED), metavar="NAME,...",
+                        help=f"of {', '.join(VERSIONS)}, compacting first (default {','.join(MEASURED)})")
     parser.add_argument("--numpy", action="store_true", help="the numpy hull with and without its pre-filter (CPU)")
     parser.add_argument("--repeat", type=int, default=7, help="--numpy: timings of each, the best kept (default 7)")
     parser.add_argument("--json", type=Path, metavar="FILE")
@@ -298,7 +364,7 @@ def main() -> None:
     table: dict = {"gpu": torch.cuda.get_device_name(0), "elements": args.elements, "seconds": args.seconds,
                    "launches": args.launches, "every": args.every, "procs": {}}
     for procs in args.procs:
-        row = summarize(measure(procs, args.elements, args.seconds, args.launches, args.every))
+        row = summarize(measure(procs, args.elements, args.seconds, args.launches, args.every, tuple(args.versions)))
         table["procs"][str(procs)] = row
         print(f"{procs} processes: " + ", ".join(f"{k} {v}" for k, v in row.items()), flush=True)
         if args.json:  # after each count: what was measured survives a call cut short
