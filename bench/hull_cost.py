@@ -47,6 +47,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from queue import Empty
 
 from bench.timeslice_cost import _counts as process_counts  # the same argument: one parser
 
@@ -163,6 +164,11 @@ def _one_sort_front(r, d):
     return r, d, front
 
 
+def same_hull(a: tuple, b: tuple) -> bool:
+    """Whether two hulls (hull_r, hull_d, complete, slack) are the same to the bit."""
+    return a[2:] == b[2:] and a[0].tobytes() == b[0].tobytes() and a[1].tobytes() == b[1].tobytes()
+
+
 def _spin(seconds: float) -> None:
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
@@ -196,10 +202,8 @@ def _measured(rank: int, versions: tuple[str, ...], elements: int, seconds: floa
                   "one-sort": one_sort_front_hull_torch}
     hulls = {version: every_hull[version] for version in versions}
     first, *others = (hull(r, d, torch.float32) for hull in hulls.values())
-    for other in others:
-        if not (first[2:] == other[2:] and first[0].tobytes() == other[0].tobytes()
-                and first[1].tobytes() == other[1].tobytes()):
-            raise ValueError("the versions' hulls differ")
+    if not all(same_hull(first, other) for other in others):
+        raise ValueError("the versions' hulls differ")
     small = torch.zeros(256, device=device)
     target = torch.empty(256 * 1024, device=device)
     pinned = torch.rand(256 * 1024).pin_memory()
@@ -270,7 +274,7 @@ def _drained(queue) -> list:
     while True:
         try:
             items.append(queue.get(timeout=1))
-        except Exception:  # queue.Empty
+        except Empty:
             return items
 
 
@@ -286,7 +290,7 @@ def summarize(runs: dict[tuple[str, str], list]) -> dict:
         row[f"{workload}_{version}_ms_each"] = round(each, 2)
     for workload in WORKLOADS:
         before = row.get(f"{workload}_compacting_per_s")
-        for version in VERSIONS[1:]:  # those measured
+        for version in VERSIONS[1:]:  # those that ran
             now = row.get(f"{workload}_{version}_per_s")
             if before is not None and now is not None:
                 row[f"{workload}_{version}_over_compacting"] = round(now / before, 3) if before else None
@@ -318,9 +322,7 @@ def numpy_hull(elements: int, repeat: int) -> dict:
                                                repeat=repeat))
     finally:
         measure.FINE_FILTER_ABOVE = above
-    same = filtered[2:] == unfiltered[2:] and all(a.tobytes() == b.tobytes()
-                                                   for a, b in zip(filtered[:2], unfiltered[:2]))
-    if not same:
+    if not same_hull(filtered, unfiltered):
         raise SystemExit("hull_cost.py: error: the pre-filter changed the hull")
     return {"elements": elements, "candidates": len(r), "repeat": repeat,
             "filtered_ms": round(1000 * best["filtered"], 2), "unfiltered_ms": round(1000 * best["unfiltered"], 2),

@@ -18,7 +18,9 @@ then, here: PYTHONPATH=. python bench/trace_rates.py --trace trace --profile wor
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
+import sys
 from pathlib import Path
 
 from oracleaudit.execution.trace import read
@@ -48,7 +50,7 @@ def rates(events: list[dict], step: float = 1.0) -> dict:
     t = pairs[0]
     while t + step <= pairs[-1]:
         spinning = sum(a <= t < b for a, b in spun)
-        started = sum(t <= p < t + step for p in pairs)  # pairs are few thousand per minute: fine
+        started = bisect.bisect_left(pairs, t + step) - bisect.bisect_left(pairs, t)  # pairs in [t, t + step)
         bins.setdefault(min(spinning, 2), []).append(started)
         t += step
     return {
@@ -83,7 +85,12 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=40, help="functions listed from the profile (default 40)")
     parser.add_argument("--json", type=Path, metavar="FILE")
     args = parser.parse_args()
-    figures = rates(read(args.trace))
+    events = read(args.trace) if args.trace.is_dir() else []
+    if not any(e["event"] == "run" for e in events) or not any(e["event"] == "pair" for e in events):
+        sys.exit(f"trace_rates.py: error: {args.trace}: no traced run with pairs (a folder of ORACLEAUDIT_TRACE files)")
+    if args.profile and not args.profile.is_file():
+        sys.exit(f"trace_rates.py: error: {args.profile}: no such profile file")
+    figures = rates(events)
     if args.profile:
         figures["profile"] = profile_top(args.profile, args.top)
     text = json.dumps(figures, indent=1)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from bench import trace_rates
@@ -36,3 +38,13 @@ def test_a_hung_pair_spins_from_its_start_to_its_reaping_and_the_rates_are_split
     assert spinning["1"] == {"seconds": 3.0, "pairs_per_s": round(31 / 3, 1)}
     # 10-12 s and 15-19 s (whole seconds up to the last pair at 19.9 s): 60 of worker 7's pairs, 1 of worker 8's
     assert spinning["0"] == {"seconds": 6.0, "pairs_per_s": round(61 / 6, 1)}
+
+
+def test_a_folder_without_a_traced_run_or_a_missing_profile_is_one_error_line(tmp_path) -> None:
+    root = Path(__file__).parents[2]
+    write(tmp_path / "trace", [{"event": "run", "t": 1.0, "pid": 1}])  # a run that started no pair
+    for args in (["--trace", str(tmp_path / "none")], ["--trace", str(tmp_path / "trace")]):
+        done = subprocess.run([sys.executable, str(root / "bench" / "trace_rates.py"), *args], capture_output=True,
+                              text=True, cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+        assert done.returncode == 1 and "Traceback" not in done.stderr
+        assert done.stderr.strip().startswith("trace_rates.py: error:") and "no traced run" in done.stderr
