@@ -134,6 +134,10 @@ class Launched:
         """What comes back in the one transfer: the counts, histogram, statistics and the first candidates."""
         return self.result[:self.head + 2 * self.first]
 
+    def needs_device(self, values: np.ndarray) -> bool:
+        """Whether `finish` waits for the device again: its candidates did not all come back with `values`."""
+        return int(values[N_COUNTS + len(self.order) + 1]) > self.first
+
     def finish(self, values: np.ndarray) -> Raw:
         """The results, from `head_view()` on the host."""
         grid_size = len(self.order)

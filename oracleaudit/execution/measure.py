@@ -6,13 +6,16 @@ element-wise work in four kernels and one transfer.
 
 The hull (`_hull`, `_front_hull`): the points are first cut to those beating every lower bin of r
 (`SUB_BINS` bins per binade), then the Pareto front, its upper-left convex chain, and every point the chain
-does not prove redundant within the rounding margins of `evidence.margins`.
+does not prove redundant within the rounding margins of `evidence.margins`. `measure_many` finishes the
+comparisons whose hull waits for the device again side by side in threads (`_side_by_side`).
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any, Sequence
 
 import numpy as np
@@ -71,8 +74,15 @@ def measure_many(items: Sequence[tuple], *, tolerance_grid: Sequence[float] = DE
         else:
             launched.append((index, kernels.launch(a, b, grid), a, b, header))
     host = fetch([run.head_view() for _, run, *_ in launched] + list(extra))
+    on_device = []  # comparisons finished with more synchronisations: side by side (`_side_by_side`)
     for (index, run, a, b, header), values in zip(launched, host):
-        results[index] = _measure_fused(run.finish(values), a, b, header, grid)
+        call = functools.partial(_finished, run, values, a, b, header, grid)
+        if run.needs_device(values):
+            on_device.append((index, call))
+        else:
+            results[index] = call()
+    for (index, _), evidence in zip(on_device, _side_by_side([call for _, call in on_device])):
+        results[index] = evidence
     for index, a, b, header in later:
         with torch.no_grad():
             results[index] = _measure(a, b, header, grid)
@@ -157,6 +167,41 @@ def _evidence(header: dict[str, Any], dtype: torch.dtype, n: int, values: list[f
         n_inf_equal=n_inf_equal, n_overflow=n_overflow, hull_r=frozen(hull_r), hull_d=frozen(hull_d),
         hull_complete=complete, hull_slack=slack, n_within=tuple(int(v) for v in values[8:8 + len(grid)]),
         all_zero_out=bool(values[-1]), **_statistics_values(values[8 + len(grid):-1], n_finite))
+
+
+# Comparisons whose hull is finished on the device wait for it a dozen times each (`_front_hull_torch`), and on a
+# GPU shared by several workers each wait lasts until the other workers' time slices are over: those of one call
+# run side by side in threads (the waits release the GIL), so that a pair's comparisons against its two
+# references wait together rather than one after the other. Each thread queues on the same stream the same
+# operations the comparison makes alone: the results are the same to the bit.
+SIDE_BY_SIDE = 4
+
+
+@functools.cache
+def _threads() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(SIDE_BY_SIDE - 1, thread_name_prefix="oracleaudit-measure")
+
+
+os.register_at_fork(after_in_child=_threads.cache_clear)  # a forked child has none of its parent's threads
+
+
+def _side_by_side(calls: list) -> list:
+    """The calls' results in order, at most SIDE_BY_SIDE of them running at once (this thread runs the
+    first). Every call ends before this returns; the first exception is then raised."""
+    if len(calls) < 2:
+        return [call() for call in calls]
+    futures = [_threads().submit(call) for call in calls[1:]]
+    try:
+        first = calls[0]()
+    finally:
+        wait(futures)
+    return [first, *(future.result() for future in futures)]
+
+
+def _finished(run, values: np.ndarray, a: torch.Tensor, b: torch.Tensor, header: dict[str, Any],
+              grid: tuple[float, ...]) -> ErrorEvidence:
+    """The evidence of one launched comparison from its part of the transfer."""
+    return _measure_fused(run.finish(values), a, b, header, grid)
 
 
 def _measure_fused(raw, a: torch.Tensor, b: torch.Tensor, header: dict[str, Any],
@@ -399,7 +444,7 @@ def _inner_points_dropped(r: torch.Tensor, d: torch.Tensor) -> tuple[torch.Tenso
     the same float64 operations (each rounded alike on every device), so that convex_chain then gets the
     points its own passes would have left: a proportional error makes a front of every element, which would
     otherwise cross to the host and be sorted there."""
-    last_r, last_d = torch.stack([r[-1], d[-1]]).tolist()
+    last_r, last_d = torch.stack([r[-1], d[-1]]).cpu().tolist()  # .cpu() waits without the GIL
     x, y = (r / r[-1], d / d[-1]) if last_r * last_d > 1e300 else (r, d)
     index = torch.arange(len(r), device=r.device)
     for _ in range(DEVICE_PASSES):  # each pass waits for the device once; the host's chain goes on from here

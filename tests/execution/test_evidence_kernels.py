@@ -151,3 +151,22 @@ def test_the_statistics_and_flags_of_non_finite_values_match():
     zeros = torch.zeros(1000, device="cuda")
     fused = measure(zeros, torch.ones(1000, device="cuda"), engine="fused")
     assert fused.all_zero_out and fused.cosine is None and fused.l2_diff == pytest.approx(math.sqrt(1000))
+
+
+@pytest.mark.gpu
+def test_comparisons_finished_on_the_gpu_run_side_by_side_and_give_what_each_gives_alone(monkeypatch):
+    from oracleaudit.execution import measure as measuring
+
+    g = torch.Generator(device="cuda").manual_seed(7)
+    ref64 = torch.randn(400_000, dtype=torch.float64, device="cuda", generator=g)
+    scaled = (ref64.float() * 1.1).float()  # an error growing with |ref|: every element a candidate
+    rounded = ref64.float()  # few candidates: finished on the host with the transfer
+    items = [(scaled, ref64.float()), (rounded, ref64), (scaled, ref64), (scaled * 3, ref64)]
+    alone = [measure(out, ref, engine="fused") for out, ref in items]
+    batches = []
+    side_by_side = measuring._side_by_side
+    monkeypatch.setattr(measuring, "_side_by_side", lambda calls: batches.append(len(calls)) or side_by_side(calls))
+    together, _ = measuring.measure_many(items, engine="fused")
+    assert batches == [3]  # the three all-candidate comparisons, the rounded one finished before them
+    for got, want in zip(together, alone):
+        assert got == want

@@ -480,6 +480,44 @@ def test_measure_many_equals_measure_item_by_item_and_returns_the_extra_tensors(
     assert extra[0].tolist() == [5, 6] and extra[1].tolist() == [False]
 
 
+def test_side_by_side_runs_the_calls_at_once_and_returns_their_results_in_order() -> None:
+    import threading
+
+    from oracleaudit.execution.measure import SIDE_BY_SIDE, _side_by_side
+
+    together = threading.Barrier(SIDE_BY_SIDE, timeout=10)  # broken unless SIDE_BY_SIDE calls run at once
+
+    def call(value):
+        together.wait()
+        return value, threading.current_thread().name
+
+    results = _side_by_side([lambda v=v: call(v) for v in range(SIDE_BY_SIDE)])
+    assert [value for value, _ in results] == list(range(SIDE_BY_SIDE))
+    assert results[0][1] == threading.current_thread().name  # the caller's thread runs the first
+    assert len({name for _, name in results}) == SIDE_BY_SIDE
+    assert _side_by_side([lambda: 5]) == [5] and _side_by_side([]) == []
+
+
+def test_side_by_side_lets_every_call_end_before_it_raises_the_first_error() -> None:
+    import threading
+
+    from oracleaudit.execution.measure import _side_by_side
+
+    ended = threading.Event()
+
+    def slow():
+        ended.wait(0.2)
+        ended.set()
+        return 1
+
+    def failing():
+        raise ValueError("the first call failed")
+
+    with pytest.raises(ValueError, match="the first call failed"):
+        _side_by_side([failing, slow])
+    assert ended.is_set()
+
+
 @pytest.mark.parametrize("case", ["rounding", "proportional", "ties", "collinear", "wide", "thinned", "rounded"])
 @pytest.mark.parametrize("device_passes_above", [0, 4096])
 def test_the_numpy_hull_of_cpu_candidates_equals_the_torch_hull_point_for_point(case, device_passes_above,
