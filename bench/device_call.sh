@@ -37,9 +37,9 @@
 #                                                  (restart_cost.json and restart_traces.tgz in $OUT)
 #   bash bench/device_call.sh timeslice [ARGS]     bench/timeslice_cost.py ARGS: what a synchronisation costs with 1-16
 #                                                  processes sharing the GPU (timeslice_cost.json in $OUT)
-#   bash bench/device_call.sh hull [ARGS]          bench/hull_cost.py ARGS: the GPU hull of an all-candidate comparison,
-#                                                  as it is and as it was, alone and beside worker-shaped pairs
-#                                                  (hull_cost.json in $OUT)
+#   bash bench/device_call.sh hull [ARGS]          bench/hull_cost.py ARGS: the GPU hulls of a pair's all-candidate
+#                                                  comparisons, one after the other and side by side (or other
+#                                                  versions), alone and beside worker-shaped pairs (hull_cost.json in $OUT)
 #   bash bench/device_call.sh kill [ARGS]          bench/kill_cost.py ARGS: seconds to kill a worker whose kernel spins,
 #                                                  and a bystander's round trips beside 0, 1 and 3 spinning kernels
 #                                                  (kill_cost.json in $OUT)

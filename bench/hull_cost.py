@@ -7,7 +7,10 @@ on the GPU, in three versions that give the same hull to the bit:
     masked      the passes on masks, waiting about 4 times (`masked_front_hull_torch` below: tried on 2026-12-06
                 and not adopted, kept as the alternative measured)
     one-sort    the front after one stable sort, by r, its runs of equal r settled by a segmented maximum
-                (`one_sort_front_hull_torch` below: the next candidate, not yet run on a GPU; --versions asks for it)
+                (`one_sort_front_hull_torch` below: measured on 2026-12-06 and not adopted, 0.89x alone and 1.0x
+                at 8 processes on an H100)
+    side-by-side  compacting, a pair's two hulls run at once in two threads as `measure.measure_many` runs
+                them (`measure._side_by_side`), so that their waits for the device overlap
 
 Such comparisons were 6,536 of 45,573 (14%) in a profiled call of shard 3 of the complete bundled run (8 workers,
 an H100, 2026-12-06: bench/results/trace_rates_fresh3.json), and 150 of the workers' 563 profiled seconds (27%),
@@ -18,20 +21,22 @@ filtered as the kernels filter them.
 Every --procs count starts that many processes (one CUDA context each, as the workers), and each loops for
 --seconds after a barrier over one of two workloads, for each version:
 
-    hull   the hull of the candidates, again and again: milliseconds per hull in a process, hulls per second
+    hull   the two hulls of a pair (its output against both references), again and again: milliseconds per
+           hull in a process, hulls per second
     mixed  a worker-shaped pair (--launches small kernels, a pinned copy in and a copy back, 3 ms of host work:
            timeslice_cost.py's `gapped`, whose rate scaled with the processes as the run's pairs did), and every
            --every-th pair two hulls (a pair's comparisons against both references): pairs per second
 
 The versions' hulls are checked equal to the bit once per process (the masked passes drop what the compacting
 ones drop, pass for pass; one sort finds the two sorts' front in their order). The rate of each version over the
-compacting one's is printed. Measured with the first two (hull_cost.json, an H100): the masked version is
-slower, 0.58x alone and 0.65x among worker-shaped pairs at 8 processes: its passes scan every point where the
+compacting one's is printed. Measured on an H100 (2026-12-06): the masked version is slower, 0.58x alone and
+0.65x among worker-shaped pairs at 8 processes (hull_cost.json): its passes scan every point where the
 compacting ones scan what is left (about half each pass), and that device time costs more than the waits it
-saves. The compacting hull took ~5.5 ms of the GPU's own time (181 hulls/s over 8 processes), so its device work
-is what to cut next: one-sort does one radix sort and two gathers where the front took two and four.
+saves. One-sort was no faster (0.89x alone, 1.00x at 8 processes, hull_cost_one_sort.json): the sorts are not
+where the ~5.5 ms of GPU time a compacting hull takes goes. Side by side keeps the compacting hull's device work
+and overlaps its waits (the default pair of versions).
 
-    PYTHONPATH=. python bench/hull_cost.py --json $OUT/hull_cost.json   (--versions compacting,one-sort: the next)
+    PYTHONPATH=. python bench/hull_cost.py --json $OUT/hull_cost.json   (--versions: others)
 
 With --numpy (CPU, no GPU needed): the hull of the candidates a correctly rounded fp32 output leaves against its
 fp64 reference (~1.1% of --elements, finished on the CPU in the run), by `measure._front_hull_numpy` as it is
@@ -51,8 +56,8 @@ from queue import Empty
 
 from bench.timeslice_cost import _counts as process_counts  # the same argument: one parser
 
-VERSIONS = ("compacting", "masked", "one-sort")
-MEASURED = ("compacting", "masked")  # the default: the versions measured so far (hull_cost.json)
+VERSIONS = ("compacting", "masked", "one-sort", "side-by-side")
+MEASURED = ("compacting", "side-by-side")  # the default: a pair's hulls one after the other and at once
 WORKLOADS = ("hull", "mixed")
 
 
@@ -191,7 +196,7 @@ def _measured(rank: int, versions: tuple[str, ...], elements: int, seconds: floa
               barrier, results) -> None:
     import torch
 
-    from oracleaudit.execution.measure import _bin_filter, _front_hull_torch
+    from oracleaudit.execution.measure import _bin_filter, _front_hull_torch, _side_by_side
 
     device = torch.device("cuda")
     generator = torch.Generator(device=device).manual_seed(rank)
@@ -199,9 +204,14 @@ def _measured(rank: int, versions: tuple[str, ...], elements: int, seconds: floa
     out = (ref.float() * 1.1).double()
     r, d = _bin_filter(ref.abs(), (out - ref).abs())
     every_hull = {"compacting": _front_hull_torch, "masked": masked_front_hull_torch,
-                  "one-sort": one_sort_front_hull_torch}
-    hulls = {version: every_hull[version] for version in versions}
-    first, *others = (hull(r, d, torch.float32) for hull in hulls.values())
+                  "one-sort": one_sort_front_hull_torch, "side-by-side": _front_hull_torch}
+
+    def two_hulls(version: str) -> list:
+        hull = every_hull[version]
+        calls = [lambda: hull(r, d, torch.float32), lambda: hull(r, d, torch.float32)]
+        return _side_by_side(calls) if version == "side-by-side" else [call() for call in calls]
+
+    first, *others = (hull for version in versions for hull in two_hulls(version))
     if not all(same_hull(first, other) for other in others):
         raise ValueError("the versions' hulls differ")
     small = torch.zeros(256, device=device)
@@ -218,21 +228,19 @@ def _measured(rank: int, versions: tuple[str, ...], elements: int, seconds: floa
         _spin(3e-3)
 
     for version in versions:
-        hull = hulls[version]
         for workload in WORKLOADS:
-            for _ in range(2):  # warm-up
-                hull(r, d, torch.float32)
+            two_hulls(version)  # warm-up
             torch.cuda.synchronize()
             barrier.wait()
             count, started = 0, time.perf_counter()
             while time.perf_counter() - started < seconds:
                 if workload == "hull":
-                    hull(r, d, torch.float32)
-                else:
-                    pair()
-                    if count % every == every - 1:
-                        hull(r, d, torch.float32)
-                        hull(r, d, torch.float32)
+                    two_hulls(version)
+                    count += 2
+                    continue
+                pair()
+                if count % every == every - 1:
+                    two_hulls(version)
                 count += 1
             results.put((version, workload, count, time.perf_counter() - started))
 
