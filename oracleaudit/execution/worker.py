@@ -98,7 +98,7 @@ class JobRun:
         self.replay: dict[str, set[str]] = {variant: set(inputs) for variant, inputs in job.replay
                                             if variant in self.todo}
         self.solutions: dict[str, Any] = {}  # variant key → loaded solution module, or the exception
-        self.memory_sent = False
+        self.peak_sent: int | None = None  # the peak GPU memory told the supervisor (its lease), once sent
         self.on_host = False  # templates on the host (input-by-input order)
 
     # ---- the job ---------------------------------------------------------------------------------------
@@ -210,7 +210,10 @@ class JobRun:
         self.host.clear()
         self.templates.clear()
         self.ref_model = self.model64 = None
-        torch.cuda.empty_cache()
+        # Cached blocks beyond the peak the lease was sized by go back to the GPU; within it they serve the next
+        # group (emptying the cache waits for the device: 124 ms a group, 4% of a profiled run's worker time).
+        if self.peak_sent is None or torch.cuda.memory_reserved(self.device) > self.peak_sent:
+            torch.cuda.empty_cache()
 
     def _by_input(self, entry_bytes: int, inputs: int) -> bool:
         """Whether a group of `inputs` entries of `entry_bytes` each (inputs and references) runs input by input:
@@ -459,9 +462,9 @@ class JobRun:
 
         self.todo.get(variant.key, set()).discard(entry.key)
         self.send(Rows(variant.key, entry.key, tuple(rows), self.clock.take()))
-        if not self.memory_sent:
-            self.memory_sent = True
-            self.send(Memory(int(torch.cuda.max_memory_reserved(self.device))))
+        if self.peak_sent is None:
+            self.peak_sent = int(torch.cuda.max_memory_reserved(self.device))
+            self.send(Memory(self.peak_sent))
 
     def _fatal(self, variant, entry, rows: list[dict], err: BaseException) -> None:
         """The CUDA context is dead: send the pair's rows, say why, and end this process (the supervisor
