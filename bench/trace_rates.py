@@ -13,6 +13,12 @@ bench/results/trace_rates_fresh3.json:
     tar -czf $OUT/trace.tgz -C /tmp trace
 
 then, here: PYTHONPATH=. python bench/trace_rates.py --trace trace --profile workers.prof --json FILE
+
+Also printed: the pairs and replays started per second in windows of --window seconds (where the run slowed),
+and with --mutants (the run's mutants folder) each problem's pairs, replays and worker-seconds (a pair's
+seconds run from its mark to its worker's next mark; the original's pairs count with the problem of their
+job) beside when its build was done. That view of shard 3 (trace_rates_fresh3_builds.json) showed its largest
+job, built in turn as two extensions, ready 170 s into the run and running alone at its end.
 """
 
 from __future__ import annotations
@@ -23,7 +29,9 @@ import json
 import sys
 from pathlib import Path
 
+from oracleaudit.errors import OracleAuditError
 from oracleaudit.execution.trace import read
+from oracleaudit.mutant import read_mutants
 
 
 def spins(events: list[dict]) -> list[tuple[float, float]]:
@@ -66,6 +74,50 @@ def rates(events: list[dict], step: float = 1.0) -> dict:
     }
 
 
+def windows(events: list[dict], width: float) -> list[dict]:
+    """Pairs and replays started per second in consecutive windows of `width` seconds from the run's start."""
+    start = min(e["t"] for e in events if e["event"] == "run")
+    counts: dict[int, list[int]] = {}
+    for event in events:
+        if event["event"] == "pair":
+            counts.setdefault(int((event["t"] - start) // width), [0, 0])[bool(event.get("replay"))] += 1
+    return [{"from_s": round(k * width, 1), "pairs_per_s": round(counts.get(k, [0, 0])[0] / width, 1),
+             "replays_per_s": round(counts.get(k, [0, 0])[1] / width, 1)}
+            for k in range(max(counts) + 1 if counts else 0)]
+
+
+def by_problem(events: list[dict], problem_of: dict[str, str]) -> dict[str, dict]:
+    """Per problem: pairs, replays, the worker-seconds of each (a pair's mark to its worker's next mark) and
+    the seconds after the run's start its job's build was done. A worker runs one job at a time (between its
+    `job` marks), all of one problem: the original's pairs count with the problem of their job's mutants."""
+    start = min(e["t"] for e in events if e["event"] == "run")
+    table: dict[str, dict] = {}
+    by_worker: dict[int, list[dict]] = {}
+    for event in events:
+        by_worker.setdefault(event["pid"], []).append(event)
+    for marks in by_worker.values():
+        marks.sort(key=lambda e: e["t"])
+        jobs: list[list[tuple[dict, float]]] = [[]]
+        for mark, after in zip(marks, [*marks[1:], None]):
+            if mark["event"] == "job":
+                jobs.append([])
+            elif mark["event"] == "pair":
+                jobs[-1].append((mark, (after["t"] - mark["t"]) if after else 0.0))
+        for pairs in filter(None, jobs):
+            problem = next((problem_of[m["variant"]] for m, _ in pairs if m["variant"] in problem_of), "unknown")
+            row = table.setdefault(problem, {"pairs": 0, "pair_s": 0.0, "replays": 0, "replay_s": 0.0})
+            for mark, seconds in pairs:
+                kind = "replay" if mark.get("replay") else "pair"
+                row[f"{kind}s"] += 1
+                row[f"{kind}_s"] += seconds
+    built = {e["problem"]: round(e["t"] - start, 1) for e in events if e["event"] == "job_built" and "problem" in e}
+    return {problem: {"pairs": row["pairs"], "pair_s": round(row["pair_s"], 1),
+                      "ms_per_pair": round(1000 * row["pair_s"] / row["pairs"], 1) if row["pairs"] else None,
+                      "replays": row["replays"], "replay_s": round(row["replay_s"], 1),
+                      "built_s": built.get(problem)}
+            for problem, row in sorted(table.items(), key=lambda item: -item[1]["pair_s"])}
+
+
 def profile_top(path: Path, count: int) -> dict:
     """The `count` functions with the most cumulative seconds, and the total."""
     import pstats
@@ -83,14 +135,25 @@ def main() -> None:
     parser.add_argument("--trace", type=Path, required=True, help="the ORACLEAUDIT_TRACE folder of a run")
     parser.add_argument("--profile", type=Path, help="the workers' merged cProfile statistics")
     parser.add_argument("--top", type=int, default=40, help="functions listed from the profile (default 40)")
+    parser.add_argument("--window", type=float, default=20.0, help="seconds of each window of rates (default 20)")
+    parser.add_argument("--mutants", type=Path, help="the run's mutants folder: figures per problem")
     parser.add_argument("--json", type=Path, metavar="FILE")
     args = parser.parse_args()
+    if args.window <= 0:
+        parser.error("--window must be > 0")
     events = read(args.trace) if args.trace.is_dir() else []
     if not any(e["event"] == "run" for e in events) or not any(e["event"] == "pair" for e in events):
         sys.exit(f"trace_rates.py: error: {args.trace}: no traced run with pairs (a folder of ORACLEAUDIT_TRACE files)")
     if args.profile and not args.profile.is_file():
         sys.exit(f"trace_rates.py: error: {args.profile}: no such profile file")
     figures = rates(events)
+    figures["windows"] = windows(events, args.window)
+    if args.mutants:
+        try:
+            problem_of = {m.id: m.problem for m in read_mutants(args.mutants)}
+        except OracleAuditError as err:
+            sys.exit(f"trace_rates.py: error: {err}")
+        figures["by_problem"] = by_problem(events, problem_of)
     if args.profile:
         figures["profile"] = profile_top(args.profile, args.top)
     text = json.dumps(figures, indent=1)

@@ -48,3 +48,44 @@ def test_a_folder_without_a_traced_run_or_a_missing_profile_is_one_error_line(tm
                               text=True, cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
         assert done.returncode == 1 and "Traceback" not in done.stderr
         assert done.stderr.strip().startswith("trace_rates.py: error:") and "no traced run" in done.stderr
+
+
+def test_windows_count_pairs_and_replays_and_problems_get_their_jobs_pairs_and_seconds(tmp_path) -> None:
+    events = [{"event": "run", "t": 100.0, "pid": 1},
+              {"event": "job_built", "t": 104.0, "pid": 1, "problem": "level1/a"},
+              {"event": "job_built", "t": 131.0, "pid": 1, "problem": "level1/b"}]
+    # worker 7: a job of level1/a (the original, then mutant m1 twice, 0.5 s each), then a job of level1/b
+    # (mutant m2, a replay of it, then its last pair, cut by the worker's exit one second later)
+    events += [{"event": "job", "t": 105.0, "pid": 7},
+               {"event": "pair", "t": 105.0, "pid": 7, "variant": "original"},
+               {"event": "pair", "t": 105.5, "pid": 7, "variant": "m1"},
+               {"event": "pair", "t": 106.0, "pid": 7, "variant": "m1"},
+               {"event": "job", "t": 132.0, "pid": 7},
+               {"event": "pair", "t": 132.0, "pid": 7, "variant": "m2", "replay": True},
+               {"event": "pair", "t": 132.25, "pid": 7, "variant": "m2"},
+               {"event": "exit", "t": 133.25, "pid": 7}]
+    write(tmp_path / "trace", events)
+    timeline = read(tmp_path / "trace")
+    assert trace_rates.windows(timeline, 10.0) == [
+        {"from_s": 0.0, "pairs_per_s": 0.3, "replays_per_s": 0.0},
+        {"from_s": 10.0, "pairs_per_s": 0.0, "replays_per_s": 0.0},
+        {"from_s": 20.0, "pairs_per_s": 0.0, "replays_per_s": 0.0},
+        {"from_s": 30.0, "pairs_per_s": 0.1, "replays_per_s": 0.1}]
+    table = trace_rates.by_problem(timeline, {"m1": "level1/a", "m2": "level1/b"})
+    # level1/a: the original's 0.5 s, m1's 0.5 s, and m1's second pair until the next job's mark (26 s)
+    assert table["level1/a"] == {"pairs": 3, "pair_s": 27.0, "ms_per_pair": 9000.0, "replays": 0, "replay_s": 0.0,
+                                 "built_s": 4.0}
+    assert table["level1/b"] == {"pairs": 1, "pair_s": 1.0, "ms_per_pair": 1000.0, "replays": 1, "replay_s": 0.2,
+                                 "built_s": 31.0}
+    assert list(table) == ["level1/a", "level1/b"]  # by pair seconds, most first
+
+
+def test_a_mutants_folder_without_mutants_is_one_error_line(tmp_path) -> None:
+    root = Path(__file__).parents[2]
+    write(tmp_path / "trace", [{"event": "run", "t": 1.0, "pid": 1}, {"event": "pair", "t": 2.0, "pid": 7,
+                                                                       "variant": "original"}])
+    done = subprocess.run([sys.executable, str(root / "bench" / "trace_rates.py"), "--trace", str(tmp_path / "trace"),
+                           "--mutants", str(tmp_path / "none")], capture_output=True, text=True, cwd=root,
+                          env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().startswith("trace_rates.py: error:") and "no such file" in done.stderr
