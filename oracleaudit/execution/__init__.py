@@ -6,12 +6,12 @@ still lacks rows for in the store, and the inputs whose reference rows are missi
 pair of the plan ends with a row: observed, or inferred and flagged (supervisor.py), so a finished run has
 no holes; a job that fails as a whole is reported and its pairs are run again by the next run.
 
-Scheduling (local backend): every job's extensions are built in a process pool, the jobs with the most
-variants first; once a job is built it is cut into slices of at most `job_size` variants (`split_job`) that
-any worker may take. `workers_per_gpu` supervisor threads per GPU each drive a worker process; before a slice
-starts, its supervisor takes a memory lease on its GPU (admission.py), so a GPU runs only as many slices as
-fit in its memory. Slices whose pairs ran out of memory while sharing the GPU come back as exclusive jobs,
-run last, each with the GPU to itself.
+Scheduling (local backend): every job's extensions are built in a process pool, the jobs with the most variants
+first; once a job is built, any worker may take a slice of it: at most `job_size` variants, fewer as the run nears
+its end (`scheduler.WorkQueue`, `take_slice`), so that its last slices end together. `workers_per_gpu` supervisor
+threads per GPU each drive a worker process; before a slice starts, its supervisor takes a memory lease on its GPU
+(admission.py), so a GPU runs only as many slices as fit in its memory. Slices whose pairs ran out of memory while
+sharing the GPU come back as exclusive jobs, run last, each with the GPU to itself.
 
 Recording: rows are buffered and committed to the store every `FLUSH_S` seconds by a thread of the
 `Recorder` (and at the end, or on Ctrl-C), one part per commit; a crash loses at most the last seconds'
@@ -30,7 +30,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from oracleaudit.errors import OracleAuditError
-from oracleaudit.execution.plan import JOB_SIZE, Cover, build_root, plan_jobs, split_job, variants_to_run
+from oracleaudit.execution.plan import (JOB_SIZE, Cover, build_root, plan_jobs, split_job, take_slice,
+                                        variants_to_run)
 from oracleaudit.execution.protocol import Job
 from oracleaudit.execution.recorder import Recorder, RunResult
 from oracleaudit.execution.scheduler import Scheduler, WorkQueue, prebuild_in_order, require_gpus
@@ -40,7 +41,7 @@ from oracleaudit.mutant import MUTANTS_FILE, read_mutants
 
 __all__ = ["JOB_SIZE", "MAX_CRASHES", "ORIGINAL_TIMEOUT_S", "TIMEOUT_FLOOR_S", "WORKERS_PER_GPU", "Recorder",
            "RunResult", "WorkQueue", "build_root", "open_store", "plan_jobs", "prebuild_in_order", "run", "split_job",
-           "variants_to_run"]
+           "take_slice", "variants_to_run"]
 
 # At most this many workers share a GPU by default (memory admission starts fewer where they would not fit):
 # while one worker does host-side work (Python, the evidence's transfer) the others keep the GPU busy.

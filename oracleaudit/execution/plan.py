@@ -13,7 +13,8 @@ from oracleaudit.mutant import PENDING, Mutant
 from oracleaudit.problem import problem_at
 from oracleaudit.status import ORIGINAL, REFERENCE
 
-__all__ = ["JOB_SIZE", "Cover", "build_root", "input_runs", "plan_jobs", "split_job", "variants_to_run"]
+__all__ = ["JOB_SIZE", "Cover", "build_root", "input_runs", "plan_jobs", "split_job", "take_slice",
+           "variants_to_run"]
 
 JOB_SIZE = 48  # variants per slice; every slice loads the extension and runs the original once
 # (problem label, its input keys) → the keys never inferred; a cover with a `deciders(problem label, keys)`
@@ -96,6 +97,20 @@ def split_job(job: Job, size: int) -> list[Job]:
         else:
             slices.append(replace(job, work=tuple(part), record_references=()))
     return slices
+
+
+def take_slice(job: Job, size: int) -> tuple[Job, Job | None]:
+    """A slice of the job's first `size` mutants, with the original and the reference rows where the job has
+    them, and the job of its other mutants (None where none is left): the work queue cuts a built job so as
+    workers ask for work (`scheduler.WorkQueue`). Every slice keeps all mutants for the build plan."""
+    if size < 1:
+        raise ValueError(f"a job slice holds at least one variant, got {size}")
+    mutants = [(v, inputs) for v, inputs in job.work if v != ORIGINAL]
+    if len(mutants) <= size:
+        return job, None
+    original = [(v, inputs) for v, inputs in job.work if v == ORIGINAL]
+    return (replace(job, work=tuple(original + mutants[:size])),
+            replace(job, work=tuple(mutants[size:]), record_references=()))
 
 
 def input_runs(entries: Sequence[Any], wanted: Container[str], first: Sequence[str] = ()) -> list[list[Any]]:

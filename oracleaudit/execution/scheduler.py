@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Callable
 
 from oracleaudit.errors import OracleAuditError
-from oracleaudit.execution.plan import split_job, variants_to_run
-from oracleaudit.execution.protocol import Job
+from oracleaudit.execution.plan import JOB_SIZE, take_slice, variants_to_run
+from oracleaudit.execution.protocol import ORIGINAL, Job
 from oracleaudit.execution.recorder import Recorder, RunResult
 from oracleaudit.execution.supervisor import Supervisor
 from oracleaudit.execution.trace import mark
@@ -83,21 +83,41 @@ def require_gpus(gpus: int | None) -> int:
     return count
 
 
+# A built job is cut as workers ask for work: a slice of at most `job_size` mutants, fewer once little is left
+# (guided self-scheduling: the mutants still queued or building over SLICES_PER_SLOT times the slots, at least
+# MIN_SLICE). Slices cut ahead of time ran 48 mutants each to the end: in a traced run of shard 3 the last ones
+# ran alone for ~50 s, 1-4 of 8 workers busy (bench/results/trace_rates_fresh3_builds.json).
+SLICES_PER_SLOT = 2
+MIN_SLICE = 8
+
+
 class WorkQueue:
     """Slices to run, fed as their builds finish; exclusive retries are handed out once no other slice is
-    waiting; a job put `first` (a variant a supervisor handed off) before the other slices. `take` returns None
-    when everything is done."""
+    waiting; a job put `first` (a variant a supervisor handed off) before the other slices. A job put
+    `divisible` is cut as it is taken (`take_slice`, sized as above: `expect` the variants the run plans, and
+    put each planned job `planned` once it is built or failed to build). `take` returns None when everything
+    is done."""
 
-    def __init__(self) -> None:
+    def __init__(self, slots: int = 1, job_size: int = JOB_SIZE) -> None:
         self.changed = threading.Condition()
         self.items: deque[Job] = deque()
+        self.divisible: deque[Job] = deque()
         self.alone: deque[Job] = deque()
         self.feeding = True
         self.in_flight = 0
+        self.slots = slots
+        self.job_size = job_size
+        self.expected = 0  # variants of planned jobs not yet put
 
-    def put(self, job: Job, first: bool = False) -> None:
+    def expect(self, variants: int) -> None:
         with self.changed:
-            waiting = self.alone if job.exclusive else self.items
+            self.expected += variants
+
+    def put(self, job: Job, first: bool = False, divisible: bool = False, planned: bool = False) -> None:
+        with self.changed:
+            if planned:
+                self.expected = max(0, self.expected - variants_to_run(job))
+            waiting = self.alone if job.exclusive else self.divisible if divisible else self.items
             if first:
                 waiting.appendleft(job)
             else:
@@ -107,7 +127,16 @@ class WorkQueue:
     def fed(self) -> None:
         with self.changed:
             self.feeding = False
+            self.expected = 0
             self.changed.notify_all()
+
+    def slice_size(self) -> int:
+        """The mutants of the next slice cut from the first divisible job (all of them where fewer than
+        MIN_SLICE would be left and they fit in `job_size`)."""
+        left = self.expected + sum(variants_to_run(job) for job in self.divisible)
+        size = min(self.job_size, max(MIN_SLICE, -(-left // (SLICES_PER_SLOT * self.slots))))
+        mutants = sum(variant != ORIGINAL for variant, _ in self.divisible[0].work)
+        return mutants if mutants - size < MIN_SLICE and mutants <= self.job_size else size
 
     def take(self, stop: threading.Event) -> Job | None:
         with self.changed:
@@ -115,6 +144,14 @@ class WorkQueue:
                 if self.items:
                     self.in_flight += 1
                     return self.items.popleft()
+                if self.divisible:
+                    self.in_flight += 1
+                    piece, rest = take_slice(self.divisible[0], self.slice_size())
+                    if rest is None:
+                        self.divisible.popleft()
+                    else:
+                        self.divisible[0] = rest
+                    return piece
                 if self.alone:
                     self.in_flight += 1
                     return self.alone.popleft()
@@ -189,13 +226,12 @@ class Scheduler:
         self.slots = gpus * workers_per_gpu
         self.jobs = [replace(job, cpu_threads=max(1, usable_cpus() // self.slots)) for job in jobs]
         self.gpus = gpus
-        self.job_size = job_size
         self.recorder = recorder
         self.result = result
         self.supervise = supervise
         self.hand_off = hand_off
         self.stop = threading.Event()
-        self.work = WorkQueue()
+        self.work = WorkQueue(self.slots, job_size)
         self.lock = threading.Lock()
         from oracleaudit.execution.admission import WORKER_OVERHEAD_BYTES, GpuMemory
 
@@ -251,16 +287,16 @@ class Scheduler:
             with self.lock:
                 self.result.build_s += seconds
                 self.result.build_wall_s = time.perf_counter() - started
-            for piece in split_job(job, self.job_size) if built else [job]:
-                self.work.put(piece)
+            self.work.put(job, divisible=built, planned=True)
 
         queued: set[str] = set()
+        self.work.expect(sum(variants_to_run(job) for job in self.jobs))
         try:
             prebuild_in_order(self.jobs, lambda j, s, b: (queued.add(j.solution), ready(j, s, b)), self.stop)
         except Exception:  # no process pool (e.g. out of memory): the workers build the rest themselves
             for job in self.jobs:
                 if job.solution not in queued:
-                    self.work.put(job)
+                    self.work.put(job, planned=True)
         finally:
             self.work.fed()
 

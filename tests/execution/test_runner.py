@@ -230,6 +230,38 @@ def test_the_work_queue_hands_out_exclusive_retries_after_the_slices_and_ends_wh
     assert work.take(stop) is None
 
 
+def test_a_divisible_job_is_cut_as_it_is_taken_smaller_as_the_run_nears_its_end(workdir: Path) -> None:
+    import threading
+    from dataclasses import replace
+
+    (job,) = plan(workdir)[0]
+    four = [(v, inputs) for v, inputs in job.work if v != "original"][:4]
+    mutants = [(f"{v}-{n}", inputs) for n in range(40) for v, inputs in four]  # 160 mutants
+    job = replace(job, work=(job.work[0], *mutants))
+    other = replace(job, solution="other")  # a second planned job, still building
+    work = runner.WorkQueue(slots=4, job_size=48)
+    work.expect(runner.variants_to_run(job) + runner.variants_to_run(other))
+    work.put(job, divisible=True, planned=True)
+    stop = threading.Event()
+    first = work.take(stop)  # 322 variants left over 2 slices for each of 4 slots: 41 mutants and the original
+    assert first.work == (job.work[0], *mutants[:41]) and first.record_references == job.record_references
+    work.put(other, divisible=True, planned=True)  # built: no longer expected, queued behind the first job
+    pieces = []
+    while work.divisible:
+        pieces.append(work.take(stop))
+    sizes = [(piece.solution == "other", sum(v != "original" for v, _ in piece.work)) for piece in pieces]
+    # what is left over 8, at least 8; the rest of a job whole where fewer than 8 would be left (26, then 12)
+    assert sizes == [(False, 35), (False, 31), (False, 27), (False, 26), (True, 21), (True, 18), (True, 16),
+                     (True, 14), (True, 12), (True, 10), (True, 9), *[(True, 8)] * 6, (True, 12)]
+    assert [w for piece in [first, *pieces[:4]] for w in piece.work] == list(job.work)
+    assert [w for piece in pieces[4:] for w in piece.work] == list(other.work)
+    assert all(piece.record_references == () for piece in pieces if piece is not pieces[4])
+    assert all(piece.mutants == job.mutants for piece in pieces)  # the same build plan in every slice
+    assert runner.take_slice(job, 500) == (job, None)
+    with pytest.raises(ValueError):
+        runner.take_slice(job, 0)
+
+
 class ListStore:
     """Stands in for an EvidenceStore: records each committed batch."""
 
