@@ -184,8 +184,8 @@ def register_run(sub: argparse._SubParsersAction) -> None:
                              "%(default)s; more keep the GPU busy while workers do host-side work; fewer run "
                              "where their measured memory would not fit)")
     parser.add_argument("--job-size", type=int, default=JOB_SIZE, metavar="N",
-                        help="share a solution's variants among the workers in slices of at most N (default: "
-                             "%(default)s; each slice runs the original once)")
+                        help="share a solution's variants among the workers in slices of at most N, fewer as the "
+                             "run nears its end (default: %(default)s; each slice runs the original once)")
     parser.add_argument("--max-crashes", type=int, default=MAX_CRASHES, metavar="N",
                         help="a variant that crashes the CUDA context goes on in a fresh worker on its other "
                              "inputs; after N such crashes (default: %(default)s; 0: no limit) its remaining "
