@@ -101,7 +101,7 @@ def split_job(job: Job, size: int) -> list[Job]:
 
 def take_slice(job: Job, size: int) -> tuple[Job, Job | None]:
     """A slice of the job's first `size` mutants, with the original and the reference rows where the job has
-    them, and the job of its other mutants (None where none is left): the work queue cuts a built job so as
+    them, and the job of its other mutants (None where none is left): the work queue cuts a built job as
     workers ask for work (`scheduler.WorkQueue`). Every slice keeps all mutants for the build plan."""
     if size < 1:
         raise ValueError(f"a job slice holds at least one variant, got {size}")
