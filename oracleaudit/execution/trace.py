@@ -27,7 +27,13 @@ def mark(event: str, **fields) -> None:
         return
     line = json.dumps({"event": event, "t": time.monotonic(), "pid": os.getpid(), "tid": threading.get_native_id(),
                        **fields}, sort_keys=True)
-    with open(Path(folder) / f"{os.getpid()}.jsonl", "a") as sink:  # one write of one line: whole, if cut off
+    path = Path(folder) / f"{os.getpid()}.jsonl"
+    try:
+        sink = open(path, "a")
+    except FileNotFoundError:  # the folder is made on the first mark (a run traced into a missing one failed)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sink = open(path, "a")
+    with sink:  # one write of one line: whole, if cut off
         sink.write(line + "\n")
 
 

@@ -31,3 +31,11 @@ def test_two_processes_events_merge_in_time_order(tmp_path, monkeypatch) -> None
     assert [e["event"] for e in events] == ["start", "main", "ready", "send"]
     assert len({e["pid"] for e in events}) == 2 and events[2]["free"] == 3
     assert all(a["t"] <= b["t"] for a, b in zip(events, events[1:]))
+
+
+def test_a_folder_that_does_not_exist_yet_is_made_by_the_first_mark(tmp_path, monkeypatch) -> None:
+    folder = tmp_path / "not" / "yet"
+    monkeypatch.setenv(trace.TRACE_ENV, str(folder))
+    trace.mark("run", jobs=2)
+    trace.mark("job_built", problem="level1/1_X")
+    assert [e["event"] for e in trace.read(folder)] == ["run", "job_built"]
