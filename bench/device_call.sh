@@ -19,7 +19,8 @@
 #                                                  shardK.tar.* (run_scale.py ship; 15 MiB pieces). FRESH=1: the
 #                                                  shards from their start, whatever is committed (the current code
 #                                                  measured on part of the bundle), as out/freshKofN, continued
-#                                                  from out/carry/freshKofN.tar.*
+#                                                  from out/carry/freshKofN.tar.*. TRACE=1: the run traced
+#                                                  (ORACLEAUDIT_TRACE), back as $OUT/trace.tgz (bench/trace_rates.py)
 #   bash bench/device_call.sh reobserve [SET]      the same for the mutants of bench/data/reobserve/SET (default shard1:
 #                                                  shard 1's variants whose cover inputs were inferred; grucell: every
 #                                                  mutant of level3/4_GRUCell_Sequence, whose fp64 references shard 2
@@ -174,6 +175,7 @@ full|reobserve)
     fi
     mkdir -p out
     export ORACLEAUDIT_CACHE=$PWD/.oa-cache
+    [ -n "${TRACE:-}" ] && export ORACLEAUDIT_TRACE=/tmp/trace
     for item in "${runs[@]}"; do
         [ "$(left 200)" -gt 0 ] || { echo "no time left for $item"; break; }
         if [ "$part" = full ] && [ -n "${FRESH:-}" ]; then
@@ -222,6 +224,7 @@ json.dump({'memory': m} if m else {}, open('$state', 'w'))"
         python3 bench/run_scale.py ship --store "out/$name" --state "$state" --name "$name" --out "$OUT" &
     done
     wait
+    [ -n "${TRACE:-}" ] && [ -d /tmp/trace ] && tar -czf "$OUT/trace.tgz" -C /tmp trace
     ls -la "$OUT"
     ;;
 fault-tail)

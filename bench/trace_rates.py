@@ -13,6 +13,7 @@ bench/results/trace_rates_fresh3.json:
     tar -czf $OUT/trace.tgz -C /tmp trace
 
 then, here: PYTHONPATH=. python bench/trace_rates.py --trace trace --profile workers.prof --json FILE
+(`TRACE=1 FRESH=1 bash bench/device_call.sh full 3/6 --cold` traces a run and brings back $OUT/trace.tgz.)
 
 Also printed: the pairs and replays started per second in windows of --window seconds (where the run slowed),
 and with --mutants (the run's mutants folder) each problem's pairs, replays and worker-seconds (a pair's
