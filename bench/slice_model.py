@@ -4,10 +4,10 @@ A prediction from the trace's own costs, not a measurement: the GPU run is what 
 From a traced run (ORACLEAUDIT_TRACE; `TRACE=1 bash bench/device_call.sh full K/N` brings one back) and its mutants
 folder, each problem's job gets:
 - its mutants (the distinct ones the trace saw) and the seconds its build was done;
-- a slice's overhead: the mean seconds from a worker's `job` mark to its first mutant pair (loading, the original's
-  unrecorded or recorded pairs, references);
-- a mutant's cost: the rest of the worker-seconds its pairs and replays took (trace_rates.by_problem), over its
-  mutants.
+- a slice's overhead: the mean seconds from a supervisor's `send` of a slice to the worker's first mutant pair
+  (the worker's start where it is fresh, loading, the original's pairs, references);
+- a mutant's cost: the rest of its slices' worker-seconds (each from its send to the worker's last mark, or to its
+  reaping: pairs, replays, hung pairs, crashes and restarts alike), over its mutants.
 
 Then the run is replayed on `--slots` simulated slots through the run's own `scheduler.WorkQueue`, four ways:
 
@@ -20,7 +20,8 @@ Then the run is replayed on `--slots` simulated slots through the run's own `sch
 
 Each way's makespan and the busy fraction of the slots are printed, with the ratio to ahead/in-turn and the traced
 run's own figures beside them (first and last pair). Where ahead/in-turn is far from the traced run, the model
-misses what the trace does not show (hung kernels slowing the others, restarts), and its ratios say less.
+misses what the trace does not show (a slot's waits between slices, a change of rate as the jobs mix), and its
+ratios say less.
 
     PYTHONPATH=. python bench/slice_model.py --trace trace --mutants bench/data/full_run [--json FILE]
 
