@@ -1,5 +1,5 @@
 """Benchmark (GPU): what the hull of a comparison whose every element is a candidate costs the run when finished
-on the GPU, in three versions that give the same hull to the bit:
+on the GPU, in four versions that give the same hull to the bit:
 
     compacting  `measure._front_hull_torch`: the front after two stable sorts (by d descending, then by r), then
                 convex_chain's first passes on the device, each compacting the points left, so each waits for the
@@ -34,7 +34,8 @@ compacting one's is printed. Measured on an H100 (2026-12-06): the masked versio
 compacting ones scan what is left (about half each pass), and that device time costs more than the waits it
 saves. One-sort was no faster (0.89x alone, 1.00x at 8 processes, hull_cost_one_sort.json): the sorts are not
 where the ~5.5 ms of GPU time a compacting hull takes goes. Side by side keeps the compacting hull's device work
-and overlaps its waits (the default pair of versions).
+and overlaps its waits (the default pair of versions): 0.99x of hulls and 0.97x of mixed pairs at 8 processes
+(hull_cost_side_by_side.json), where the hulls alone keep the GPU busy and overlapping cannot gain.
 
     PYTHONPATH=. python bench/hull_cost.py --json $OUT/hull_cost.json   (--versions: others)
 
