@@ -12,11 +12,12 @@ folder, each problem's job gets:
 Then the run is replayed on `--slots` simulated slots through the run's own `scheduler.WorkQueue`, four ways:
 
     ahead/in-turn   slices of --job-size cut when a job is built (`plan.split_job`, the run before 81fd1b2), and a
-                    job of two extensions built in turn (as traced before 8642851)
+                    job of two extensions built in turn (as the run builds them)
     ahead/at-once   the same slices, each job's extensions built at once: its build time over its extensions
                     (an assumption: the extensions of a job take about the same time, and cost no more together)
-    guided/in-turn  slices cut as slots take them, smaller near the end (`WorkQueue` as it is)
-    guided/at-once  both, as the run now is
+    guided/in-turn  slices cut as slots take them, smaller near the end (`WorkQueue` as it is): the run now
+    guided/at-once  both (extensions at once were tried in 8642851 and taken back before a GPU ran them:
+                    the model gives them little beside guided slices)
 
 Each way's makespan and the busy fraction of the slots are printed, with the ratio to ahead/in-turn and the traced
 run's own figures beside them (first and last pair). Where ahead/in-turn is far from the traced run, the model

@@ -28,7 +28,6 @@ import importlib.util
 import re
 import sys
 import types
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -214,18 +213,12 @@ class VariantModule(types.ModuleType):
 
 
 def build(plan: BuildPlan, build_dir: Path, extra_cuda_cflags: Sequence[str] = (), verbose: bool = False) -> dict[str, Any]:
-    """Build every extension of a plan with load_inline (the real one); returns {extension name: module}.
-
-    The extensions build at once, each in its own thread (each waits on its own compilers): a solution of two
-    extensions (more than MAX_VARIANTS_PER_EXTENSION variants, or two CUDA units) is ready when the slower is
-    built, not after both in turn. The three largest bundled solutions have two; one of them, built in turn,
-    was ready 170 s into a shard's run while its 21,702 pairs were 28% of the shard's. Every build ends before
-    the first error (in plan order) is raised."""
+    """Build every extension of a plan with load_inline (the real one); returns {extension name: module}."""
     from torch.utils.cpp_extension import load_inline
 
     call_args = load_inline_arguments(plan.solution)
-
-    def one(extension: ExtensionPlan) -> Any:
+    built = {}
+    for extension in plan.extensions:
         kwargs = dict(call_args[extension.unit.index]["kwargs"])
         kwargs.pop("build_directory", None)
         kwargs.pop("verbose", None)
@@ -235,16 +228,11 @@ def build(plan: BuildPlan, build_dir: Path, extra_cuda_cflags: Sequence[str] = (
             del kwargs["use_pch"]
         directory = build_dir / extension.name
         with exclusive_build_directory(directory):
-            return precompiled_header.load(
+            built[extension.name] = precompiled_header.load(
                 load_inline, name=extension.name, cpp_sources=extension.cpp_source,
                 cuda_sources=extension.cuda_source, functions=None, build_directory=str(directory),
                 verbose=verbose, **kwargs)
-
-    if len(plan.extensions) == 1:
-        return {plan.extensions[0].name: one(plan.extensions[0])}
-    with ThreadPoolExecutor(len(plan.extensions), thread_name_prefix="oracleaudit-build") as pool:
-        futures = [pool.submit(one, extension) for extension in plan.extensions]
-    return {extension.name: future.result() for extension, future in zip(plan.extensions, futures)}
+    return built
 
 
 TORCH_LOCK = "lock"  # the file torch's load_inline creates in a build directory while it builds or loads

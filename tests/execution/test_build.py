@@ -111,65 +111,6 @@ def test_more_variants_than_one_extension_holds_are_split_into_chunks_that_each_
     assert covered == [m.id for m in mutants]
 
 
-def test_the_extensions_of_a_plan_build_at_once_and_come_back_in_plan_order(tmp_path, monkeypatch) -> None:
-    plan = build.plan_build(SOFTMAX, softmax_mutants(7), max_variants=3)
-    together = threading.Barrier(len(plan.extensions), timeout=30)  # broken unless every build runs at once
-
-    def fake_load(load_inline, *, name, build_directory, **kwargs):
-        assert Path(build_directory) == tmp_path / name and kwargs["cuda_sources"]
-        together.wait()
-        return types.SimpleNamespace(name=name, thread=threading.current_thread().name)
-
-    monkeypatch.setattr(build.precompiled_header, "load", fake_load)
-    built = build.build(plan, tmp_path)
-    assert list(built) == [e.name for e in plan.extensions]
-    assert [m.name for m in built.values()] == list(built)
-    assert len({m.thread for m in built.values()}) == len(plan.extensions)
-
-
-def test_a_failing_extension_is_raised_after_every_other_build_of_its_plan_has_ended(tmp_path, monkeypatch) -> None:
-    plan = build.plan_build(SOFTMAX, softmax_mutants(7), max_variants=3)
-    failing, slow = plan.extensions[1].name, plan.extensions[2].name
-    ended = threading.Event()
-
-    def fake_load(load_inline, *, name, **kwargs):
-        if name == failing:
-            raise RuntimeError(f"Error building extension '{name}'")
-        if name == slow:
-            time.sleep(0.3)
-            ended.set()
-        return name
-
-    monkeypatch.setattr(build.precompiled_header, "load", fake_load)
-    with pytest.raises(RuntimeError, match=f"Error building extension '{failing}'"):
-        build.build(plan, tmp_path)
-    assert ended.is_set()
-
-
-@pytest.mark.gpu
-@pytest.mark.slow
-def test_the_extensions_of_a_plan_built_at_once_each_hold_their_variants_and_run_the_original(tmp_path) -> None:
-    """Real load_inline builds in threads: three extensions of one solution (two variants each at most, the
-    original in every one), each imported with its own functions, and the original correct."""
-    import torch
-
-    from oracleaudit.mutant import read_mutants
-
-    # the complete run's records (no tree-sitter: the GPU machine lacks it)
-    mutants = [m for m in read_mutants(Path(__file__).parents[2] / "bench" / "data" / "full_run")
-               if m.problem == "level1/23_Softmax" and m.status == "Pending"][:4]
-    plan = build.plan_build(SOFTMAX, mutants, max_variants=2)
-    assert len(plan.extensions) == 3
-    built = build.build(plan, tmp_path)
-    assert list(built) == [e.name for e in plan.extensions]
-    for extension in plan.extensions:
-        for variant in extension.variants:
-            assert hasattr(built[extension.name], f"softmax_forward__v{variant.index}"), (extension.name, variant)
-    x = torch.randn(16, 1000, device="cuda")
-    module = build.load_variant(plan, built, plan.variants[0])
-    assert torch.allclose(module.ModelNew()(x), torch.softmax(x, dim=1), atol=1e-6)
-
-
 def test_a_mutant_of_a_changed_file_is_refused(tmp_path: Path) -> None:
     mutants = softmax_mutants(1)
     copy = tmp_path / SOFTMAX.name
@@ -222,29 +163,6 @@ def _can_build_cpp_extensions() -> bool:
     from torch.utils.cpp_extension import is_ninja_available
 
     return is_ninja_available() and shutil.which("g++") is not None
-
-
-@pytest.mark.skipif(not _can_build_cpp_extensions(), reason="needs ninja and g++ (torch's load_inline)")
-@pytest.mark.slow
-def test_torch_s_load_inline_builds_two_extensions_at_once_in_threads_of_one_process(tmp_path: Path) -> None:
-    """`build.build` runs a plan's extensions in threads: torch's JIT builds (ninja, g++, the import) of two
-    extensions at once, here C++ only (a CPU torch links no CUDA unit), each gives its own working module."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from torch.utils.cpp_extension import load_inline
-
-    from oracleaudit import precompiled_header
-
-    def one(number: int):
-        directory = tmp_path / f"at_once_{number}"
-        with build.exclusive_build_directory(directory):
-            return precompiled_header.load(load_inline, name=f"oa_at_once_{number}", functions=["value"],
-                                           cpp_sources=f"int value() {{ return {number}; }}",
-                                           build_directory=str(directory))
-
-    with ThreadPoolExecutor(2) as pool:
-        modules = list(pool.map(one, (1, 2)))
-    assert [module.value() for module in modules] == [1, 2]
 
 
 @pytest.mark.skipif(not _can_build_cpp_extensions(), reason="needs ninja and g++ (torch's load_inline)")
