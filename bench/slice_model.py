@@ -34,19 +34,18 @@ it.
 from __future__ import annotations
 
 import argparse
+import bisect
 import heapq
 import json
 import sys
 import threading
 from pathlib import Path
 
-from oracleaudit.errors import OracleAuditError
+from bench.trace_rates import problems_of, traced_run
 from oracleaudit.execution.build import MAX_VARIANTS_PER_EXTENSION
 from oracleaudit.execution.plan import JOB_SIZE, split_job, variants_to_run
 from oracleaudit.execution.protocol import ORIGINAL, Job
 from oracleaudit.execution.scheduler import WorkQueue
-from oracleaudit.execution.trace import read
-from oracleaudit.mutant import read_mutants
 
 WAYS = ("ahead/in-turn", "ahead/at-once", "guided/in-turn", "guided/at-once")
 
@@ -58,8 +57,6 @@ def costs(events: list[dict], problem_of: dict[str, str], job_size: int) -> dict
     crash alike. The seconds from a send to its first mutant pair are a slice's overhead; what is left once the
     overhead of the slices of `job_size` the run cut is taken off (a fresh worker's after a crash stays in) is
     shared out over the problem's mutants."""
-    import bisect
-
     start = min(e["t"] for e in events if e["event"] == "run")
     sends: dict[int, list[float]] = {}
     reaped: dict[int, float] = {}
@@ -162,14 +159,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.slots < 1 or args.job_size < 1:
         parser.error("--slots and --job-size must be ≥ 1")
-    events = read(args.trace) if args.trace.is_dir() else []
-    if not any(e["event"] == "run" for e in events) or not any(e["event"] == "pair" for e in events):
-        sys.exit(f"slice_model.py: error: {args.trace}: no traced run with pairs (a folder of ORACLEAUDIT_TRACE files)")
-    try:
-        problem_of = {m.id: m.problem for m in read_mutants(args.mutants)}
-    except OracleAuditError as err:
-        sys.exit(f"slice_model.py: error: {err}")
-    figures = costs(events, problem_of, args.job_size)
+    events = traced_run(args.trace, "slice_model.py")
+    figures = costs(events, problems_of(args.mutants, "slice_model.py"), args.job_size)
     if not figures["problems"]:
         sys.exit(f"slice_model.py: error: {args.trace}: no pair of a mutant of {args.mutants} with a build mark")
     ways = {way: simulate(figures["problems"], args.slots, args.job_size, way) for way in WAYS}

@@ -131,6 +131,22 @@ def profile_top(path: Path, count: int) -> dict:
                                 for (file, line, name), (_, calls, own, cumulative, _) in rows]}
 
 
+def traced_run(folder: Path, script: str) -> list[dict]:
+    """The events of the traced run in `folder`; where it holds none with pairs, `script` exits with one line."""
+    events = read(folder) if folder.is_dir() else []
+    if not any(e["event"] == "run" for e in events) or not any(e["event"] == "pair" for e in events):
+        sys.exit(f"{script}: error: {folder}: no traced run with pairs (a folder of ORACLEAUDIT_TRACE files)")
+    return events
+
+
+def problems_of(folder: Path, script: str) -> dict[str, str]:
+    """Mutant id → problem of the mutants folder; where it cannot be read, `script` exits with one line."""
+    try:
+        return {m.id: m.problem for m in read_mutants(folder)}
+    except OracleAuditError as err:
+        sys.exit(f"{script}: error: {err}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", type=Path, required=True, help="the ORACLEAUDIT_TRACE folder of a run")
@@ -142,19 +158,13 @@ def main() -> None:
     args = parser.parse_args()
     if args.window <= 0:
         parser.error("--window must be > 0")
-    events = read(args.trace) if args.trace.is_dir() else []
-    if not any(e["event"] == "run" for e in events) or not any(e["event"] == "pair" for e in events):
-        sys.exit(f"trace_rates.py: error: {args.trace}: no traced run with pairs (a folder of ORACLEAUDIT_TRACE files)")
+    events = traced_run(args.trace, "trace_rates.py")
     if args.profile and not args.profile.is_file():
         sys.exit(f"trace_rates.py: error: {args.profile}: no such profile file")
     figures = rates(events)
     figures["windows"] = windows(events, args.window)
     if args.mutants:
-        try:
-            problem_of = {m.id: m.problem for m in read_mutants(args.mutants)}
-        except OracleAuditError as err:
-            sys.exit(f"trace_rates.py: error: {err}")
-        figures["by_problem"] = by_problem(events, problem_of)
+        figures["by_problem"] = by_problem(events, problems_of(args.mutants, "trace_rates.py"))
     if args.profile:
         figures["profile"] = profile_top(args.profile, args.top)
     text = json.dumps(figures, indent=1)
