@@ -56,7 +56,7 @@ def cost(problem_file: Path, pool, root: Path) -> dict:
             raise SystemExit(f"{problem.label}: entry {entry.key}'s inputs are over the cache's size per file")
         write += time.perf_counter() - started
         started = time.perf_counter()
-        back, _ = cache.load(f"{index}")
+        back, _, _ = cache.load(f"{index}")
         copies = [t.clone() for t in back]
         read += time.perf_counter() - started
         if not all(torch.equal(a, b) for a, b in zip(inputs, copies)):

@@ -20,6 +20,11 @@ and with --mutants (the run's mutants folder) each problem's pairs, replays and 
 seconds run from its mark to its worker's next mark; the original's pairs count with the problem of their
 job) beside when its build was done. That view of shard 3 (trace_rates_fresh3_builds.json) showed its largest
 job, built in turn as two extensions, ready 170 s into the run and running alone at its end.
+
+Also: where the slots' seconds went ("slots": from each slot's first send to the last pair, split into its
+workers' spans from first to last pair, from a send to the worker's first pair, from a worker's last pair to
+the next send after a crash or a hang, and the rest, a slot with nothing to run), and the inputs the workers
+made ("inputs_made": count and seconds; the reference cache keeps them since 2026-12-06).
 """
 
 from __future__ import annotations
@@ -73,6 +78,43 @@ def rates(events: list[dict], step: float = 1.0) -> dict:
                                                                   "pairs_per_s": round(sum(v) / (len(v) * step), 1)}
                                     for k, v in sorted(bins.items())},
     }
+
+
+def slots(events: list[dict]) -> dict:
+    """Each slot's seconds from its first send to the run's last pair, by what its worker was doing."""
+    run_pid = next(e["pid"] for e in events if e["event"] == "run")
+    end = max(e["t"] for e in events if e["event"] == "pair")
+    pairs: dict[int, list[float]] = {}
+    for e in events:
+        if e["event"] == "pair":
+            pairs.setdefault(e["pid"], []).append(e["t"])
+    ends = {e["child"]: e["event"] for e in events if e["pid"] == run_pid and e["event"] in ("fatal", "timeout")}
+    sends: dict[int, list[dict]] = {}
+    for e in events:
+        if e["pid"] == run_pid and e["event"] == "send":
+            sends.setdefault(e["tid"], []).append(e)
+    split = {"pairs_s": 0.0, "to_first_pair_s": 0.0, "after_crash_s": 0.0, "after_hang_s": 0.0}
+    total = 0.0
+    for slot in sends.values():
+        total += end - slot[0]["t"]
+        for send, after in zip(slot, [*slot[1:], None]):
+            until = after["t"] if after else end
+            mine = [t for t in pairs.get(send["child"], ()) if send["t"] <= t and (t < until or not after)]
+            if not mine:
+                continue
+            split["to_first_pair_s"] += mine[0] - send["t"]
+            split["pairs_s"] += mine[-1] - mine[0]
+            why = {"fatal": "after_crash_s", "timeout": "after_hang_s"}.get(ends.get(send["child"]))
+            if after and why:
+                split[why] += until - mine[-1]
+    split["other_s"] = total - sum(split.values())
+    return {"slot_s": round(total, 1), **{k: round(v, 1) for k, v in split.items()}}
+
+
+def inputs_made(events: list[dict]) -> dict:
+    """How many pool inputs the workers made (not read from the reference cache) and their seconds."""
+    made = [e.get("seconds", 0.0) for e in events if e["event"] == "inputs"]
+    return {"count": len(made), "seconds": round(sum(made), 1)}
 
 
 def windows(events: list[dict], width: float) -> list[dict]:
@@ -163,6 +205,8 @@ def main() -> None:
         sys.exit(f"trace_rates.py: error: {args.profile}: no such profile file")
     figures = rates(events)
     figures["windows"] = windows(events, args.window)
+    figures["slots"] = slots(events)
+    figures["inputs_made"] = inputs_made(events)
     if args.mutants:
         figures["by_problem"] = by_problem(events, problems_of(args.mutants, "trace_rates.py"))
     if args.profile:

@@ -1,11 +1,11 @@
 """The GPU worker: a subprocess bound to one GPU that loads a solution's built variants and observes each
 (variant, pool input) pair of a job, sending one message per pair (protocol.py).
 
-Memory: what the GPU holds at any time is one input's working set — the problem's fp32 Model (the reference
-runs between the two kernel runs), the variant's model, one input, its outputs and its two references — and
-never grows with the number of pool inputs. References come from the reference cache (references.py) or are
-computed once per input with one fp64 copy of the Model per run of a shape group; the worker keeps the inputs
-and references it will need again on the host, within `HOST_BUDGET_BYTES`.
+Memory: the GPU holds one input's working set — the problem's fp32 Model (the reference runs between the two
+kernel runs), the variant's model, one input, its outputs and its two references — never growing with the pool.
+An input and its references come from the reference cache (references.py) or are made once (the references with
+one fp64 copy of the Model per run of a shape group); the worker keeps on the host, within `HOST_BUDGET_BYTES`,
+those it will need again.
 
 Order: the pool inputs are taken in runs of one shape group (entries with the same shape overrides share the
 init args, the Model and the templates; each variant's ModelNew is constructed once per run and deep-copied per
@@ -15,11 +15,10 @@ Within a run the pairs run input by input — the input and its references go to
 and every variant's template is kept on the host, out of reach of another variant's stray writes — unless an
 input's working set is smaller than the Model's weights and the group's inputs fit in host memory; then variant
 by variant, one template at a time on the GPU, each pair copying its input and references to the GPU from pinned
-memory (within `PINNED_BUDGET_BYTES`): from pageable memory such copies were most of a pair's device time, and
-each waited for everything the worker had queued, on a GPU time-sliced between the workers. The original runs
-first on every input, so the supervisor knows its time before any mutant's deadline. A fresh worker that
-continues a slice first runs again, unrecorded and in their place in that order, the pairs of `Job.replay` (each
-variant's inputs recorded in a process that died for another variant's fault), so that a variant's state across
+memory (within `PINNED_BUDGET_BYTES`; from pageable memory each copy waited for everything the worker had
+queued). The original runs first on every input, so the supervisor knows its time before any mutant's deadline.
+A fresh worker that continues a slice first runs again, unrecorded and in their place in that order, the pairs
+of `Job.replay` (inputs recorded in a process that died for another variant's fault): a variant's state across
 inputs does not depend on its neighbours in the slice.
 
 Each pair: fresh GPU copies of the input (and of the model, from its template, with the RNG states the
@@ -29,9 +28,8 @@ writes: the references on the GPU, the pristine input and the Model's weights ar
 pair; if a mutant's stray write reached them, they are made again from the host copies and the pair is
 measured again.
 
-A sticky CUDA error (the context is dead) ends the process after the pair's rows and a `Fatal` message; the
-supervisor continues the job in a fresh worker. An out-of-memory error is the pair's row (status OOM); the
-supervisor decides whether it reproduces with the GPU to itself.
+A sticky CUDA error (a dead context) ends the process after the pair's rows and a `Fatal`; the supervisor goes
+on in a fresh worker. An out-of-memory error is the pair's row (OOM); the supervisor decides if it reproduces.
 """
 
 from __future__ import annotations
@@ -247,28 +245,35 @@ class JobRun:
     # ---- inputs and references -------------------------------------------------------------------------
 
     def _host_entry(self, entry) -> HostEntry:
-        """The entry's inputs and references on the host: kept (within the budget), or cached on disk, or
-        computed."""
+        """The entry's inputs and references on the host: kept (within the budget), cached on disk, or made."""
         from oracleaudit.execution.references import reference_key
 
         if entry.key in self.host:
             self.host.move_to_end(entry.key)
             return self.host[entry.key]
         with self.clock("references"):
-            inputs = entry.make_inputs(self.module, "cpu")
             key = reference_key(self.problem_sha, entry, self.mode(entry))
-            cached = self.cache.compute_once(key, lambda: self._compute_references(entry, inputs))
-            host = HostEntry(entry, inputs, *cached)
+            ref32, ref64, inputs = self.cache.compute_once(key, lambda: self._compute_references(entry))
+            if inputs is None:  # not kept with its references (references.storable): made again
+                inputs = self._make_inputs(entry)
+            host = HostEntry(entry, inputs, ref32, ref64)
             self.host[entry.key] = host
             while len(self.host) > 1 and sum(h.bytes for h in self.host.values()) > HOST_BUDGET_BYTES:
                 self.host.popitem(last=False)
         return host
 
-    def _compute_references(self, entry, inputs: list) -> tuple[list, list]:
+    def _make_inputs(self, entry) -> list:  # traced with its seconds: what the input cache saves
+        started = time.monotonic()
+        inputs = entry.make_inputs(self.module, "cpu")
+        mark("inputs", seconds=round(time.monotonic() - started, 4))
+        return inputs
+
+    def _compute_references(self, entry) -> tuple[list, list, list]:
         import torch
 
         from oracleaudit.pool import math_flags
 
+        inputs = self._make_inputs(entry)
         if self.model64 is None:
             self.model64 = copy.deepcopy(self.ref_model).double()
         # Each model gets its own copy of the inputs: a forward may change its inputs in place.
@@ -276,7 +281,7 @@ class JobRun:
             ref32 = [t.detach().cpu() for t in tensors(self.ref_model(*map_tensors(inputs, self._to_device)))]
             ref64 = [t.detach().cpu() for t in tensors(self.model64(
                 *to_double(map_tensors(inputs, self._to_device))))]
-        return ref32, ref64
+        return ref32, ref64, inputs
 
     def _to_device(self, t):
         return t.to(self.device)
@@ -302,8 +307,7 @@ class JobRun:
         return gpu
 
     def _pins(self) -> bool:
-        """Whether host entries copied to the GPU for every pair are pinned: for a CUDA device, unless PINNED_ENV
-        is 0 (as for the templates)."""
+        """Whether entries copied to the GPU for every pair are pinned: on CUDA, unless PINNED_ENV is 0."""
         import torch
 
         return torch.device(self.device).type == "cuda" and os.environ.get(PINNED_ENV) != "0"
@@ -312,11 +316,9 @@ class JobRun:
         return sum(h.bytes for h in self.host.values() if h.pinned)
 
     def _sums(self, gpu: GpuEntry):
-        """The checksums of what the GPU keeps for the pairs of this entry, on the GPU (no transfer). The
-        Models' parameters, not their buffers: a forward may update those (running statistics, state). The
-        fp64 copy's too, once made: it computes the next inputs' references, and a stray write into its
-        weights went unseen before (a whole shape group's fp64 references of one bundled problem were off by
-        ~3e-2 while its fp32 references were exact)."""
+        """The checksums of what the GPU keeps for the pairs of this entry, on the GPU (no transfer): the Models'
+        parameters (a forward may update their buffers), the fp64 copy's too (a stray write into them once put
+        a shape group's fp64 references of a bundled problem off by ~3e-2)."""
         model64 = [*self.model64.parameters()] if self.model64 is not None else []
         return checksums([*tensors(gpu.inputs), *gpu.ref32, *gpu.ref64, *tensors(self.init),
                           *self.ref_model.parameters(), *model64])
@@ -531,8 +533,7 @@ def usable_cpus() -> int:
 
 
 def probe(conn) -> None:
-    """Say whether this process can use CUDA (True, or why not): a child forked from the workers' server
-    answers whether forked workers would work."""
+    """Say whether this process can use CUDA (True, or why not): forked from the workers' server, a probe."""
     try:
         import torch
 
@@ -543,8 +544,7 @@ def probe(conn) -> None:
 
 
 def _profiler():
-    """A started cProfile profiler when `ORACLEAUDIT_PROFILE` names a folder (each job's statistics are written
-    there: a developer's view of where a worker's time goes), else None."""
+    """A started cProfile profiler when `ORACLEAUDIT_PROFILE` names a folder (each job's statistics go there)."""
     if not os.environ.get(PROFILE_ENV):
         return None
     import cProfile

@@ -1,5 +1,6 @@
 """The worker's host-side pieces that need no GPU: fresh models from templates (on the device or kept on the
-host), the stray-write checksums and the poison, and the helpers over nested outputs."""
+host), the stray-write checksums and the poison, the helpers over nested outputs, and a pool input with its
+references made once and then read from the cache (on the CPU, for a real bundled problem)."""
 
 from __future__ import annotations
 
@@ -192,6 +193,49 @@ def test_the_order_of_before_can_be_asked_for_to_compare_them(monkeypatch) -> No
     monkeypatch.setenv(worker.ORDER_ENV, "variant")
     assert not job_run(torch.nn.ReLU())._by_input(entry_bytes=64, inputs=69)
     assert job_run(torch.nn.ReLU())._by_input(entry_bytes=1 << 30, inputs=69)
+
+
+def cpu_run(problem, cache_root) -> worker.JobRun:
+    """A JobRun on the CPU at the point of a shape group's first input: its module and fp32 Model made."""
+    from oracleaudit.execution.references import ReferenceCache
+    from oracleaudit.files import file_sha256
+
+    run = object.__new__(worker.JobRun)
+    run.device, run.device_name, run.clock, run.modes = "cpu", "cpu", phases.PhaseClock(), {}
+    run.cache, run.host, run.model64 = ReferenceCache(cache_root), OrderedDict(), None
+    run.problem, run.problem_sha = problem, file_sha256(problem.path)
+    return run
+
+
+def test_an_input_and_its_references_are_made_once_then_read_from_the_cache(tmp_path, monkeypatch) -> None:
+    """A slice (or a fresh worker after a crash) that runs on an input another made before reads the input
+    with its references: bit for bit what making it gives, and made no more."""
+    from pathlib import Path
+
+    from oracleaudit.pool import Pool, PoolEntry
+    from oracleaudit.problem import problem_at
+
+    problem = problem_at(Path(__file__).parents[2] / "datasets" / "oakb" / "level1" / "23_Softmax.py")
+    entries = Pool.load("default").entries_for(problem)[:3]
+    made = []
+    make = PoolEntry.make_inputs
+    monkeypatch.setattr(PoolEntry, "make_inputs", lambda self, *a: made.append(self.key) or make(self, *a))
+    hosts = []
+    for _ in range(2):
+        run = cpu_run(problem, tmp_path)
+        for entry in entries:
+            run.module = entry.load_problem(problem)
+            run.weight_seed = entry.weight_seed
+            run._make_reference_model()
+            hosts.append(run._host_entry(entry))
+    assert made == [e.key for e in entries]  # the second run made none
+    for first, second in zip(hosts[:3], hosts[3:]):
+        want = make(first.entry, entry.load_problem(problem))
+        for a, b in ((first.inputs, want), (second.inputs, want), (second.ref32, first.ref32),
+                     (second.ref64, first.ref64)):
+            assert len(a) == len(b) and all(x.dtype == y.dtype and x.stride() == y.stride()
+                                            and torch.equal(x.view(torch.uint8), y.view(torch.uint8))
+                                            for x, y in zip(a, b))
 
 
 def entry_run(pinned_budget_left: bool = True) -> tuple[worker.JobRun, HostEntry]:

@@ -89,3 +89,24 @@ def test_a_mutants_folder_without_mutants_is_one_error_line(tmp_path) -> None:
                           env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.strip().startswith("trace_rates.py: error:") and "no such file" in done.stderr
+
+
+def test_a_slot_s_seconds_split_by_what_its_workers_did_and_the_inputs_made_are_counted(tmp_path) -> None:
+    # one slot (thread 5 of the run's process 1): worker 7 sent at 0 s, pairs at 1-3 s, crashes at 3.5 s; worker 8
+    # sent at 4 s, pairs at 4.5-6 s, hangs, timed out; worker 9 sent at 9 s, pairs at 9.5-10 s, then nothing to run
+    # until the other slot's last pair at 12 s
+    events = [{"event": "run", "t": 0.0, "pid": 1, "tid": 1}]
+    for child, sent, first, last, end in ((7, 0.0, 1.0, 3.0, "fatal"), (8, 4.0, 4.5, 6.0, "timeout"),
+                                          (9, 9.0, 9.5, 10.0, None)):
+        events += [{"event": "send", "t": sent, "pid": 1, "tid": 5, "child": child},
+                   {"event": "pair", "t": first, "pid": child}, {"event": "pair", "t": last, "pid": child}]
+        if end:
+            events.append({"event": end, "t": last + 0.5, "pid": 1, "tid": 5, "child": child})
+    events += [{"event": "send", "t": 11.0, "pid": 1, "tid": 6, "child": 10}, {"event": "pair", "t": 12.0, "pid": 10},
+               {"event": "inputs", "t": 4.2, "pid": 8, "seconds": 0.25}, {"event": "inputs", "t": 9.2, "pid": 9,
+                                                                           "seconds": 0.5}]
+    write(tmp_path / "trace", events)
+    timeline = read(tmp_path / "trace")
+    assert trace_rates.slots(timeline) == {"slot_s": 13.0, "pairs_s": 4.0, "to_first_pair_s": 3.0,
+                                           "after_crash_s": 1.0, "after_hang_s": 3.0, "other_s": 2.0}
+    assert trace_rates.inputs_made(timeline) == {"count": 2, "seconds": 0.8}
