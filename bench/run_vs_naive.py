@@ -38,7 +38,7 @@ def _naive(mutant_record, pool_name, workdir, gpu) -> None:
     import torch
 
     from oracleaudit.execution.measure import measure
-    from oracleaudit.execution.worker import entry_init
+    from oracleaudit.execution.models import entry_init
     from oracleaudit.kernelbench import WEIGHT_SEED
     from oracleaudit.mutant import Mutant
     from oracleaudit.pool import Pool
@@ -89,7 +89,7 @@ def main() -> None:
     import torch
 
     from oracleaudit import execution as runner
-    from oracleaudit.execution.worker import usable_cpus
+    from oracleaudit.execution.scheduler import usable_cpus
     from oracleaudit.mutant import PENDING, read_mutants
 
     cores = args.cores or usable_cpus()

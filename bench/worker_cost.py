@@ -76,7 +76,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from oracleaudit import execution as runner
-    from oracleaudit.execution.worker import usable_cpus
+    from oracleaudit.execution.scheduler import usable_cpus
     from oracleaudit.mutant import PENDING, read_mutants
 
     n = sum(m.status == PENDING for m in read_mutants(args.mutants))

@@ -11,7 +11,7 @@ from typing import Any
 from oracleaudit.kernelbench import WEIGHT_SEED
 from oracleaudit.tensors import tensor_bytes
 
-__all__ = ["ModelTemplates"]
+__all__ = ["ModelTemplates", "entry_init"]
 
 PINNED_ENV = "ORACLEAUDIT_PINNED_TEMPLATES"  # "0": templates and host entries in pageable memory (benchmarks)
 
@@ -128,3 +128,9 @@ def shared_modules(model) -> dict[int, Any]:
             if isinstance(value, types.ModuleType):
                 memo[id(value)] = value
     return memo
+
+
+def entry_init(module: Any, device: str) -> list:
+    """A problem module's init args (`get_init_inputs()`), tensors moved to `device`."""
+    init = list(module.get_init_inputs())
+    return [x.to(device) if hasattr(x, "to") else x for x in init]

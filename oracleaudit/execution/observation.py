@@ -12,6 +12,18 @@ def is_out_of_memory(err: BaseException) -> bool:
     return isinstance(err, torch.cuda.OutOfMemoryError) or "out of memory" in str(err).lower()
 
 
+def context_alive() -> bool:
+    """Whether this process's CUDA context still works (a sticky error fails every later call)."""
+    import torch
+
+    try:
+        torch.cuda.synchronize()
+        torch.zeros(1, device="cuda").add_(1).item()
+        return True
+    except Exception:
+        return False
+
+
 def status_of(err: BaseException) -> str:
     return Status.OOM if is_out_of_memory(err) else Status.RUNTIME_ERROR
 

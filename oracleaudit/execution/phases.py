@@ -4,11 +4,15 @@ handed to the supervisor pair by pair (protocol.py's Rows and Done; recorder.PHA
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections import defaultdict
+from pathlib import Path
 from typing import Iterator
 
-__all__ = ["PhaseClock"]
+__all__ = ["PROFILE_ENV", "PhaseClock", "profiled"]
+
+PROFILE_ENV = "ORACLEAUDIT_PROFILE"  # a folder: each job of a worker writes its cProfile statistics there
 
 
 class PhaseClock:
@@ -53,3 +57,23 @@ class PhaseClock:
         self.seconds.clear()
         self.since = now
         return taken
+
+
+@contextlib.contextmanager
+def profiled() -> Iterator[None]:
+    """The block under cProfile, its statistics written to a file of its own in the folder `PROFILE_ENV` names
+    (nothing where it is not set)."""
+    folder = os.environ.get(PROFILE_ENV)
+    if not folder:
+        yield
+        return
+    import cProfile
+
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        yield
+    finally:
+        profiler.disable()
+        profiler.dump_stats(Path(folder) / f"{os.getpid()}-{time.monotonic_ns()}.prof")

@@ -3,6 +3,7 @@ that any worker may take."""
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -13,10 +14,11 @@ from oracleaudit.mutant import PENDING, Mutant
 from oracleaudit.problem import problem_at
 from oracleaudit.status import ORIGINAL, REFERENCE
 
-__all__ = ["JOB_SIZE", "Cover", "build_root", "input_runs", "plan_jobs", "split_job", "take_slice",
-           "variants_to_run"]
+__all__ = ["JOB_SIZE", "WARM_INPUTS", "Cover", "build_root", "input_runs", "plan_jobs", "split_job", "take_slice",
+           "variants_to_run", "warm_jobs"]
 
 JOB_SIZE = 48  # variants per slice; every slice loads the extension and runs the original once
+WARM_INPUTS = 8  # pool inputs per warm-up job: the slot comes back between them for any slice built meanwhile
 # (problem label, its input keys) → the keys never inferred; a cover with a `deciders(problem label, keys)`
 # method also gives each job its `Job.deciders` (scoring.oracle.RunCover)
 Cover = Callable[[str, Sequence[str]], Sequence[str]]
@@ -143,6 +145,20 @@ def input_runs(entries: Sequence[Any], wanted: Container[str], first: Sequence[s
         else:
             runs.append([entry])
     return runs
+
+
+def warm_jobs(jobs: Sequence[Job], inputs: int = WARM_INPUTS) -> list[Job]:
+    """Warm-up jobs (`Job.warm`) for the pool inputs that the jobs' pairs and reference rows need, `inputs` of
+    them to a warm-up job, dealt round the jobs in their order: the first inputs of every job, then the next."""
+    pieces = []
+    for job in jobs:
+        wanted = {key for _, keys in job.work for key in keys} | set(job.record_references)
+        entries = [entry for entry in job.entry_keys if entry[0] in wanted]
+        pieces.append([replace(job, mutants=(), entry_keys=tuple(entries[i:i + inputs]), work=(),
+                               record_references=(), time_original=(), replay=(), first=(), faults=(),
+                               original_s=(), warm=True)
+                       for i in range(0, len(entries), inputs)])
+    return [piece for turn in itertools.zip_longest(*pieces) for piece in turn if piece is not None]
 
 
 def variants_to_run(job: Job) -> int:

@@ -45,7 +45,10 @@ class Job:
     supervisor knew when it handed a variant that crashed or hung to another slot (supervisor.py): per variant
     its crashes so far, whether it hung, the inputs whose first deadline it missed and the oracles that saw it
     fail; the original's seconds per input. `first` names inputs the worker runs before the others, in that
-    order: for a variant that crashed or hung, alone in its job, those that decide the most (ledger.py)."""
+    order: for a variant that crashed or hung, alone in its job, those that decide the most (ledger.py).
+    A `warm` job has no work: its worker makes the inputs and references of `entry_keys` into the reference
+    cache (references.py) without loading any build, and records nothing; the run gives such jobs to slots
+    that would otherwise wait for the first builds (scheduler.py)."""
 
     solution: str
     problem_path: str
@@ -71,6 +74,7 @@ class Job:
     deciders: tuple[tuple[str, tuple[int, ...], tuple[int, ...], tuple[int, ...]], ...] = ()
     original_s: tuple[tuple[str, float], ...] = ()  # (input key, the original's seconds there)
     first: tuple[str, ...] = ()  # input keys run before the others, in this order (plan.input_runs)
+    warm: bool = False  # only the reference cache filled for `entry_keys` (see above)
 
     @property
     def pairs(self) -> int:

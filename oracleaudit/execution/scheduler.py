@@ -13,15 +13,22 @@ from pathlib import Path
 from typing import Callable
 
 from oracleaudit.errors import OracleAuditError
-from oracleaudit.execution.plan import JOB_SIZE, take_slice, variants_to_run
+from oracleaudit.execution.plan import JOB_SIZE, take_slice, variants_to_run, warm_jobs
 from oracleaudit.execution.protocol import ORIGINAL, Job
 from oracleaudit.execution.recorder import Recorder, RunResult
 from oracleaudit.execution.supervisor import Supervisor
 from oracleaudit.execution.trace import mark
-from oracleaudit.execution.worker import usable_cpus
 from oracleaudit.mutant import Mutant
 
 __all__ = ["Scheduler", "Utilization", "WorkQueue", "prebuild_in_order", "require_gpus"]
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (a `taskset` or cgroup CPU set counts, unlike os.cpu_count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 def _prebuild(job: Job) -> tuple[float, bool, dict[str, str]]:
@@ -91,18 +98,26 @@ SLICES_PER_SLOT = 2
 MIN_SLICE = 8
 
 
+# Warm-up jobs (`Job.warm`) run on at most this fraction of the slots at once: the build processes, which
+# warm-up waits for, need the cores (the workers make inputs on the CPU).
+WARM_SLOTS = 0.5
+
+
 class WorkQueue:
     """Slices to run, fed as their builds finish; exclusive retries are handed out once no other slice is
     waiting; a job put `first` (a variant a supervisor handed off) before the other slices. A job put
     `divisible` is cut as it is taken (`take_slice`, sized as above: `expect` the variants the run plans, and
-    put each planned job `planned` once it is built or failed to build). `take` returns None when everything
-    is done."""
+    put each planned job `planned` once it is built or failed to build). Warm-up jobs (`put_warm`) are handed
+    out only while nothing else waits, on at most `WARM_SLOTS` of the slots at once, until their job is put or
+    the feeding ends. `take` returns None when everything is done."""
 
     def __init__(self, slots: int = 1, job_size: int = JOB_SIZE) -> None:
         self.changed = threading.Condition()
         self.items: deque[Job] = deque()
         self.divisible: deque[Job] = deque()
         self.alone: deque[Job] = deque()
+        self.warm: deque[Job] = deque()
+        self.warming = 0
         self.feeding = True
         self.in_flight = 0
         self.slots = slots
@@ -117,6 +132,8 @@ class WorkQueue:
         with self.changed:
             if planned:
                 self.expected = max(0, self.expected - variants_to_run(job))
+            if planned:  # built (or not buildable): its slices make what its warm-up jobs would
+                self.warm = deque(w for w in self.warm if w.solution != job.solution)
             waiting = self.alone if job.exclusive else self.divisible if divisible else self.items
             if first:
                 waiting.appendleft(job)
@@ -124,10 +141,16 @@ class WorkQueue:
                 waiting.append(job)
             self.changed.notify_all()
 
+    def put_warm(self, jobs: list[Job]) -> None:
+        with self.changed:
+            self.warm.extend(jobs)
+            self.changed.notify_all()
+
     def fed(self) -> None:
         with self.changed:
             self.feeding = False
             self.expected = 0
+            self.warm.clear()
             self.changed.notify_all()
 
     def slice_size(self) -> int:
@@ -155,6 +178,10 @@ class WorkQueue:
                 if self.alone:
                     self.in_flight += 1
                     return self.alone.popleft()
+                if self.warm and self.warming < max(1, int(self.slots * WARM_SLOTS)):
+                    self.in_flight += 1
+                    self.warming += 1
+                    return self.warm.popleft()
                 if not self.feeding and not self.in_flight:
                     return None
                 self.changed.wait(0.5)
@@ -163,6 +190,7 @@ class WorkQueue:
     def finished(self, job: Job, retry: Job | None) -> None:
         with self.changed:
             self.in_flight -= 1
+            self.warming -= job.warm
             if retry is not None:
                 self.alone.append(retry)
             self.changed.notify_all()
@@ -291,6 +319,7 @@ class Scheduler:
 
         queued: set[str] = set()
         self.work.expect(sum(variants_to_run(job) for job in self.jobs))
+        self.work.put_warm(warm_jobs(sorted(self.jobs, key=lambda job: -variants_to_run(job))))
         try:
             prebuild_in_order(self.jobs, lambda j, s, b: (queued.add(j.solution), ready(j, s, b)), self.stop)
         except Exception:  # no process pool (e.g. out of memory): the workers build the rest themselves
@@ -315,15 +344,18 @@ class Scheduler:
                 if lease is None:
                     self.work.finished(job, None)
                     return
-                utilization.slice(+1)
-                self._slice_started()
+                slice_ = not job.warm  # a warm-up job is part of the build's wait, not of the execution
+                utilization.slice(+slice_)
+                if slice_:
+                    self._slice_started()
                 try:
                     outcome = supervisor.run(job, shared=lambda: lease.shared,
                                              on_memory=lambda peak: self._measured(job.problem, lease, peak))
                 finally:
-                    utilization.slice(-1)
+                    utilization.slice(-slice_)
                     lease.release()
-                    self._slice_ended()
+                    if slice_:
+                        self._slice_ended()
                 with self.lock:
                     self.result.errors += outcome.errors
                     self.result.seconds.update(outcome.seconds)

@@ -25,7 +25,9 @@ of its own:
 - a pair whose rows say OOM while another worker held memory on the same GPU (`shared()`) is not recorded:
   it is handed back in `SliceResult.alone`, to be run again with the GPU to itself, where an OOM is the
   variant's own outcome.
-Inferred rows carry `inferred = True`; scoring treats them as unobserved.
+Inferred rows carry `inferred = True`; scoring treats them as unobserved. A warm-up job (`Job.warm`: inputs and
+references into the cache while the builds run) records nothing, and its failure is no error: the job's slices
+meet it again and report it.
 
 A variant may keep state across inputs in its process (a static output buffer returned again, a call count);
 its row on an input is what it returns after its earlier inputs ran in the same process. When a worker dies
@@ -59,6 +61,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from oracleaudit.execution.ledger import Ledger, failure_row, untimed
+from oracleaudit.execution.observation import first_line
 from oracleaudit.execution.protocol import Built, Done, Failed, Fatal, Job, Memory, Ready, Rows, Started
 from oracleaudit.execution.trace import mark
 from oracleaudit.status import ORIGINAL, REFERENCE, Status
@@ -101,10 +104,19 @@ def worker_context():
         return _CONTEXT[0]
 
 
+def _probe(conn) -> None:
+    """Say whether this process can use CUDA (True, or why not): forked from the workers' server, a probe."""
+    try:
+        import torch
+
+        torch.zeros(1, device="cuda")
+        conn.send(True)
+    except Exception as err:
+        conn.send(f"{type(err).__name__}: {first_line(err)}")
+
+
 def _choose_context():
     import sys
-
-    from oracleaudit.execution import worker
 
     spawn = multiprocessing.get_context("spawn")
     if "forkserver" not in multiprocessing.get_all_start_methods():
@@ -117,7 +129,7 @@ def _choose_context():
         saved = os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")
         os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # the server starts now: device queries by NVML
         try:
-            probe = context.Process(target=worker.probe, args=(child,), daemon=True)
+            probe = context.Process(target=_probe, args=(child,), daemon=True)
             probe.start()
         finally:
             if saved is None:
@@ -274,6 +286,8 @@ class Supervisor:
         """Observe every pair of `job` (recording rows through `on_rows`), restarting workers as needed.
         `shared()` says whether another worker held memory on this GPU since the job began."""
         job = replace(job, device=f"cuda:{self.gpu}")
+        if job.warm:
+            return self._warm(job)
         state = Ledger(job)
         result = SliceResult()
         retried = False
@@ -301,6 +315,34 @@ class Supervisor:
             result.alone = replace(job, work=tuple((v, tuple(i)) for v, i in state.alone.items()),
                                    record_references=(), time_original=untimed(job, state.alone, {}),
                                    exclusive=True)
+        return result
+
+    def _warm(self, job: Job) -> SliceResult:
+        """Drive a warm-up job (`Job.warm`). Its seconds count; a failure is no one's outcome (the job's own
+        slices meet it again and report it); a worker that died, failed with a dead context or outlived
+        `ORIGINAL_TIMEOUT_S` is replaced."""
+        result = SliceResult()
+        worker = self._worker()
+        sent = time.monotonic()
+        mark("send", child=getattr(worker, "pid", None), variants=0, faults=0)
+        worker.send(job)
+        while not self.stop.is_set() and (remaining := sent + ORIGINAL_TIMEOUT_S - time.monotonic()) > 0:
+            if not worker.poll(min(POLL_S, remaining)):
+                continue
+            try:
+                message = worker.recv()
+            except (EOFError, OSError):
+                break
+            if isinstance(message, Built):
+                result.seconds["startup"] += max(0.0, time.monotonic() - sent - message.seconds)
+            elif isinstance(message, Done):
+                result.seconds.update(message.seconds)
+                return result
+            elif isinstance(message, Failed):
+                if message.context_alive:
+                    return result
+                break
+        self._discard()
         return result
 
     def _hand_off(self, state: Ledger, result: SliceResult) -> None:

@@ -30,6 +30,7 @@ measured again.
 
 A sticky CUDA error (a dead context) ends the process after the pair's rows and a `Fatal`; the supervisor goes
 on in a fresh worker. An out-of-memory error is the pair's row (OOM); the supervisor decides if it reproduces.
+A warm-up job (`Job.warm`) only fills the reference cache, while the job's extensions are still building.
 """
 
 from __future__ import annotations
@@ -45,9 +46,9 @@ from typing import Any, Callable
 
 from oracleaudit.execution.entries import GpuEntry, HostEntry
 from oracleaudit.execution.guard import bits, checksums, poison_blocks
-from oracleaudit.execution.models import PINNED_ENV, ModelTemplates
-from oracleaudit.execution.observation import first_line, is_out_of_memory, row, status_of
-from oracleaudit.execution.phases import PhaseClock
+from oracleaudit.execution.models import PINNED_ENV, ModelTemplates, entry_init
+from oracleaudit.execution.observation import context_alive, first_line, is_out_of_memory, row, status_of
+from oracleaudit.execution.phases import PhaseClock, profiled
 from oracleaudit.execution.plan import input_runs
 from oracleaudit.execution.protocol import Built, Done, Failed, Fatal, Job, Memory, Ready, Rows, Started
 from oracleaudit.execution.trace import mark
@@ -57,24 +58,7 @@ from oracleaudit.tensors import map_tensors, tensor_bytes, tensors, to_double
 HOST_BUDGET_BYTES = 4 << 30  # a worker's host copies of one group's inputs and references
 PINNED_BUDGET_BYTES = 1 << 30  # variant by variant: of those, the most kept in pinned memory
 TEMPLATE_BUDGET_BYTES = 4 << 30  # input by input: every variant's template model, on the host
-PROFILE_ENV = "ORACLEAUDIT_PROFILE"  # a folder: each job of a worker writes its cProfile statistics there
 ORDER_ENV = "ORACLEAUDIT_PAIR_ORDER"  # "variant": the order before input by input was chosen by bytes (benchmarks)
-
-
-def context_alive() -> bool:
-    import torch
-
-    try:
-        torch.cuda.synchronize()
-        torch.zeros(1, device="cuda").add_(1).item()
-        return True
-    except Exception:
-        return False
-
-
-def entry_init(module: Any, device: str) -> list:
-    init = list(module.get_init_inputs())
-    return [x.to(device) if hasattr(x, "to") else x for x in init]
 
 
 class JobRun:
@@ -112,6 +96,8 @@ class JobRun:
 
         job = self.job
         torch.cuda.reset_peak_memory_stats(self.device)
+        if job.warm:
+            return self._warm()
         unbuildable = dict(job.unbuildable)
         with self.clock("load"):
             mutants = [Mutant(**m) for m in job.mutants if m["id"] not in unbuildable]
@@ -140,6 +126,43 @@ class JobRun:
         for group in input_runs([entries[key] for key, *_ in job.entry_keys], wanted, job.first):
             self._run_group(group)
         self.send(Done(self.clock.take(), int(torch.cuda.max_memory_reserved(self.device))))
+
+    def _warm(self) -> None:
+        """A warm-up job (`Job.warm`): each input and its references made into the reference cache, group by
+        group, nothing kept; it ends at the first input whose references the cache does not take (too large)."""
+        import torch
+
+        from oracleaudit.files import file_sha256
+        from oracleaudit.pool import Pool
+        from oracleaudit.problem import problem_at
+
+        job = self.job
+        self.send(Built(0.0))
+        self.problem = problem_at(job.problem_path)
+        self.problem_sha = file_sha256(self.problem.path)
+        entries = self._entries(Pool.load(job.pool))
+        keys = [key for key, *_ in job.entry_keys]
+        for group in input_runs([entries[key] for key in keys], set(keys)):
+            self.ref_model = self.model64 = None
+            if not all(self._cached(group, entry) for entry in group):
+                break  # too large for the cache: the job's slices make them
+        self.ref_model = self.model64 = self.host = None
+        self.send(Done(self.clock.take(), int(torch.cuda.max_memory_reserved(self.device))))
+
+    def _cached(self, group: list, entry) -> bool:
+        """Whether the cache holds `entry`'s input and references, made here (with the group's Model) if not."""
+        from oracleaudit.execution.references import reference_key
+
+        key = reference_key(self.problem_sha, entry, self.mode(entry))
+        if not self.cache.path(key).is_file():
+            if self.ref_model is None:
+                with self.clock("references"):
+                    self.module = group[0].load_problem(self.problem)
+                    self.weight_seed = group[0].weight_seed
+                    self._make_reference_model()
+            self.host = OrderedDict()
+            self._host_entry(entry)
+        return self.cache.path(key).is_file()
 
     def mode(self, entry) -> dict[str, Any]:
         """The TF32 flags (and device) the pairs and the fp32 reference of `entry` run under."""
@@ -524,37 +547,6 @@ class JobRun:
         return rows
 
 
-def usable_cpus() -> int:
-    """The CPUs this process may run on (a `taskset` or cgroup CPU set counts, unlike os.cpu_count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def probe(conn) -> None:
-    """Say whether this process can use CUDA (True, or why not): forked from the workers' server, a probe."""
-    try:
-        import torch
-
-        torch.zeros(1, device="cuda")
-        conn.send(True)
-    except Exception as err:
-        conn.send(f"{type(err).__name__}: {first_line(err)}")
-
-
-def _profiler():
-    """A started cProfile profiler when `ORACLEAUDIT_PROFILE` names a folder (each job's statistics go there)."""
-    if not os.environ.get(PROFILE_ENV):
-        return None
-    import cProfile
-
-    Path(os.environ[PROFILE_ENV]).mkdir(parents=True, exist_ok=True)
-    profiler = cProfile.Profile()
-    profiler.enable()
-    return profiler
-
-
 def main(conn, gpu: str, environ: dict[str, str] | None = None, cwd: str | None = None) -> None:
     """Worker process entry point: take the parent's `environ` and working folder (a fork server keeps
     those it started with), bring CUDA up, say Ready, then take jobs from the pipe until None arrives.
@@ -584,9 +576,9 @@ def main(conn, gpu: str, environ: dict[str, str] | None = None, cwd: str | None 
         mark("job")
         if job.cpu_threads:  # workers sharing a machine share its cores: OpenMP teams of every core each thrash
             torch.set_num_threads(job.cpu_threads)
-        profiler = _profiler()
         try:
-            JobRun(job, conn.send).run()
+            with profiled():
+                JobRun(job, conn.send).run()
         except Exception as err:
             traceback.print_exc()
             alive = context_alive()
@@ -594,7 +586,4 @@ def main(conn, gpu: str, environ: dict[str, str] | None = None, cwd: str | None 
             if not alive:  # a dead CUDA context fails every later job: let the supervisor start a fresh worker
                 os._exit(3)
         finally:
-            if profiler is not None:
-                profiler.disable()
-                profiler.dump_stats(Path(os.environ[PROFILE_ENV]) / f"{os.getpid()}-{time.monotonic_ns()}.prof")
             torch.cuda.empty_cache()

@@ -87,7 +87,7 @@ def _models(module: Any, device: str) -> tuple[Any, Any]:
     """The fp32 Model as the run stage builds it, and its fp64 copy."""
     import torch
 
-    from oracleaudit.execution.worker import entry_init
+    from oracleaudit.execution.models import entry_init
     from oracleaudit.kernelbench import WEIGHT_SEED
 
     torch.manual_seed(WEIGHT_SEED)

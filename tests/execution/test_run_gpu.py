@@ -411,7 +411,7 @@ def test_recorded_evidence_is_that_of_a_fresh_model_per_input_measured_on_the_gp
     from oracleaudit.evidence import ErrorEvidence
     from oracleaudit.execution import build
     from oracleaudit.execution.measure import measure
-    from oracleaudit.execution.worker import entry_init
+    from oracleaudit.execution.models import entry_init
     from oracleaudit.kernelbench import WEIGHT_SEED
     from oracleaudit.pool import Pool
     from oracleaudit.problem import problem_at

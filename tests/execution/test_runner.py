@@ -352,3 +352,22 @@ def test_a_worker_runs_the_first_input_of_every_shape_group_first_and_keeps_that
     # a variant that crashed, alone in its job (Job.first): its deciding inputs first, then the order above
     assert [[e.key for e in run] for run in input_runs(entries, {"o2", "d1", "d2", "o3"}, ("d2", "o3"))] == [
         ["d2"], ["o3"], ["d1"], ["o2"]]
+
+
+def test_warm_up_jobs_take_the_inputs_each_job_needs_a_few_at_a_time_dealt_round_the_jobs() -> None:
+    """Warm-up jobs carry no mutants and no work: only the inputs the job's pairs or reference rows need, in
+    its order, `inputs` to a job; the first inputs of every job come before the next of any."""
+    from oracleaudit.execution.plan import warm_jobs
+    from oracleaudit.execution.protocol import Job
+
+    def job(name: str, keys: list[str], work: list[str], references: list[str] = ()) -> Job:
+        return Job(solution=name, problem_path=name, problem=name, mutants=({"id": "m"},), pool="default",
+                   entry_keys=tuple((k, 0, "official", "d") for k in keys), build_dir="/b",
+                   work=(("original", tuple(work)), ("m", tuple(work))), record_references=tuple(references))
+
+    a = job("a", ["a1", "a2", "a3", "a4", "a5"], ["a1", "a2", "a4"], ["a5"])  # a3 is recorded already
+    b = job("b", ["b1", "b2"], ["b1", "b2"])
+    warm = warm_jobs([a, b], inputs=2)
+    assert [(j.solution, [e[0] for e in j.entry_keys]) for j in warm] == [
+        ("a", ["a1", "a2"]), ("b", ["b1", "b2"]), ("a", ["a4", "a5"])]
+    assert all(j.warm and j.work == () and j.mutants == () and j.record_references == () for j in warm)

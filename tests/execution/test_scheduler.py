@@ -7,18 +7,24 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
 import torch
 
-from oracleaudit.execution import scheduler
+from oracleaudit.execution import plan, scheduler
 from oracleaudit.execution.protocol import ORIGINAL
 from oracleaudit.execution.recorder import RunResult
 from tests.execution.test_supervisor import INPUTS, ScriptedWorker, World, every_pair, make_job
 
 
-def run(world: World, job, monkeypatch, workers_per_gpu: int = 2, job_size: int = 2, hand_off: bool = True):
+def built_at_once(jobs, ready, stop) -> None:
+    for job in jobs:
+        ready(job, 0.0, True)
+
+
+def run(world: World, job, monkeypatch, workers_per_gpu: int = 2, job_size: int = 2, hand_off: bool = True,
+        build=built_at_once):
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: SimpleNamespace(total_memory=80 << 30))
-    monkeypatch.setattr(scheduler, "prebuild_in_order",
-                        lambda jobs, ready, stop: [ready(j, 0.0, True) for j in jobs])
+    monkeypatch.setattr(scheduler, "prebuild_in_order", build)
     recorded: dict[tuple[str, str], list[dict]] = {}
 
     def on_rows(variant: str, rows: list[dict]) -> None:
@@ -59,3 +65,26 @@ def test_a_variant_that_crashed_goes_back_to_the_queue_and_another_slot_runs_it(
     world = World({("m1", key): ["crash"] for key in INPUTS}, by_input=True)
     result, recorded = run(world, job, monkeypatch, job_size=4, hand_off=False)  # the slice runs m1 itself
     assert set(recorded) == every_pair(job) and result.handed_off == 0 and not any(j.faults for j in world.jobs)
+
+
+
+def test_slots_waiting_for_a_build_run_warm_up_jobs_on_at_most_half_of_them_and_drop_the_rest(monkeypatch) -> None:
+    """While the job builds (0.5 s), idle slots take its warm-up jobs (one input each, 0.2 s), at most two of
+    the four slots at once; once it is built the warm-up jobs not taken are dropped and its slices run. Every
+    pair is recorded once; the warm-up jobs start no slice of the execution phase, and their seconds count."""
+    import time
+
+    def late(jobs, ready, stop) -> None:
+        time.sleep(0.5)
+        built_at_once(jobs, ready, stop)
+
+    world, job = World(warm_s=0.2), make_job(inputs=tuple(f"i{n}/s={n}/official" for n in range(12)))
+    monkeypatch.setattr(scheduler, "warm_jobs", lambda jobs: plan.warm_jobs(jobs, inputs=1))
+    result, recorded = run(world, job, monkeypatch, workers_per_gpu=4, job_size=4, build=late)
+    assert set(recorded) == every_pair(job) and result.errors == []
+    warm = [j for j in world.jobs if j.warm]
+    assert 2 <= len(warm) < 12 and world.most_warming == 2  # dropped after the build: not all 12 ran
+    assert all(j.work == () and j.mutants == () and len(j.entry_keys) == 1 for j in warm)
+    assert {j.entry_keys[0] for j in warm} <= set(job.entry_keys)
+    assert world.jobs.index(warm[-1]) < min(world.jobs.index(j) for j in world.jobs if not j.warm) + 2
+    assert result.seconds["references"] == pytest.approx(0.2 * len(warm)) and result.execution_wall_s < 1.0

@@ -59,6 +59,10 @@ class World:
     jobs: list = field(default_factory=list)
     events: list = field(default_factory=list)  # ("made", n) and ("job", n) of worker n, in order
     attempts: dict = field(default_factory=dict)
+    warm_s: float = 0.0  # how long a warm-up job (Job.warm) takes
+    warming: int = 0  # warm-up jobs running now, and the most at once
+    most_warming: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def action(self, variant: str, key: str) -> str:
         plan = self.behaviour.get((variant, key), ["ok"])
@@ -101,6 +105,9 @@ class ScriptedWorker:
     def _run(self, job: Job) -> None:
         put = self.outbox.put
         put(Built(0.01))
+        if job.warm:
+            self._warm(job)
+            return
         for key in job.record_references:
             put(Rows(REFERENCE, key, (ok_row(REFERENCE, key),)))
         work = work_with_timing(job)
@@ -144,6 +151,16 @@ class ScriptedWorker:
                 put(Memory(1 << 30))
                 first = False
         put(Done({"execution": 0.5}, 1 << 30))
+
+    def _warm(self, job: Job) -> None:
+        world = self.world
+        with world.lock:
+            world.warming += 1
+            world.most_warming = max(world.most_warming, world.warming)
+        self.hanging.wait(world.warm_s)
+        with world.lock:
+            world.warming -= 1
+        self.outbox.put(Done({"references": world.warm_s}, 1 << 20))
 
     def _die(self, code) -> None:
         self.exitcode = code
@@ -558,3 +575,27 @@ def test_a_hung_variant_handed_off_times_out_on_its_cover_at_once_under_the_shor
     assert second.hangs == 1 and second.seconds["hung"] < 0.25, second.seconds
     assert first.hangs == 2 and first.seconds["hung"] >= 0.59  # its deadline, then waited for to twice it
 
+
+
+def test_a_warm_up_job_records_nothing_and_its_failure_is_no_error_but_a_dead_worker_is_replaced() -> None:
+    """A warm-up job (Job.warm) reports its seconds and records no row; where its worker fails (the job's own
+    slices will meet that failure and report it) nothing is an error, and a worker whose context died goes."""
+    world = World(warm_s=0.05)
+    job = replace(make_job(), work=(), record_references=(), warm=True)
+    result, recorded, supervisor = supervise(world, job)
+    assert recorded == {} and result.errors == [] and result.seconds["references"] == 0.05
+    assert supervisor.restarts == 0 and result.pairs == 0
+
+    class Failing(ScriptedWorker):
+        def _warm(self, job: Job) -> None:
+            self.outbox.put(Failed("RuntimeError: get_inputs failed", context_alive=self.serial > 1))
+            if self.serial == 1:
+                self._die(3)
+
+    world = World()
+    supervisor = Supervisor(0, lambda variant, rows: pytest.fail("recorded"), start=lambda gpu: Failing(world))
+    try:
+        assert supervisor.run(job).errors == [] and supervisor.restarts == 1  # the dead context: replaced
+        assert supervisor.run(job).errors == [] and supervisor.restarts == 1  # alive: kept
+    finally:
+        supervisor.close()

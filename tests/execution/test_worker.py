@@ -303,3 +303,49 @@ def test_the_phase_clock_hands_out_each_second_once_and_nothing_while_a_phase_ru
     with clock("evidence"):
         now[0] += 1.5
     assert clock.take() == {"replay": 3.25, "evidence": 1.5, "other": 0.0}
+
+
+def warm_run(problem, cache_root, entries, sent: list) -> worker.JobRun:
+    """A warm-up job (`Job.warm`) of `entries` in a JobRun on the CPU, its messages into `sent`."""
+    from oracleaudit.execution.protocol import Job
+
+    run = cpu_run(problem, cache_root)
+    run.job = Job(solution="", problem_path=str(problem.path), problem=problem.label, mutants=(), pool="default",
+                  entry_keys=tuple((e.key, 0, e.shape, "d") for e in entries), build_dir="", warm=True)
+    run.send = sent.append
+    return run
+
+
+def test_a_warm_up_job_fills_the_cache_so_a_slice_makes_no_input_and_stops_where_the_cache_refuses(
+        tmp_path, monkeypatch) -> None:
+    """While the builds run, a warm-up job makes each input and its references into the cache (Built, then
+    Done with the references' seconds); a slice then makes none, a second warm-up job neither; where the cache
+    takes no references (too large), the job stops after the first input rather than make what is dropped."""
+    from pathlib import Path
+
+    from oracleaudit.execution import references
+    from oracleaudit.execution.protocol import Built, Done
+    from oracleaudit.pool import Pool, PoolEntry
+    from oracleaudit.problem import problem_at
+
+    monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda device=None: 0)
+    problem = problem_at(Path(__file__).parents[2] / "datasets" / "oakb" / "level1" / "23_Softmax.py")
+    entries = Pool.load("default").entries_for(problem)[:3]
+    made = []
+    make = PoolEntry.make_inputs
+    monkeypatch.setattr(PoolEntry, "make_inputs", lambda self, *a: made.append(self.key) or make(self, *a))
+    sent: list = []
+    warm_run(problem, tmp_path, entries, sent)._warm()
+    assert [type(m) for m in sent] == [Built, Done] and sent[1].seconds["references"] > 0
+    assert made == [e.key for e in entries] and len(list(tmp_path.glob("*.bin"))) == 3
+    warm_run(problem, tmp_path, entries, sent)._warm()  # everything cached: nothing made
+    run = cpu_run(problem, tmp_path)
+    for entry in entries:
+        run.module, run.weight_seed = entry.load_problem(problem), entry.weight_seed
+        run._make_reference_model()
+        run._host_entry(entry)
+    assert made == [e.key for e in entries]
+
+    monkeypatch.setattr(references, "MAX_CACHED_BYTES", 1)
+    warm_run(problem, tmp_path / "small", entries, sent)._warm()
+    assert made[3:] == [entries[0].key] and not list((tmp_path / "small").glob("*.bin"))
