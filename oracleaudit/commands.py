@@ -249,7 +249,8 @@ def _run_run(args: argparse.Namespace) -> int:
         print(f"{summary['variants_run']} variants on {summary['pairs_run']} (variant, input) pairs "
               f"({summary['inferred_rows']} rows inferred), {summary['pairs_skipped']} pairs already recorded; "
               f"wall {summary['wall_s']} s, {summary['variants_per_min']} variants/min, "
-              f"GPU busy {'n/a' if busy is None else f'{busy:.0%}'}; {summary['restarts']} worker restarts, "
+              f"GPU busy {'n/a' if busy is None else f'{busy:.0%}'}, stalled {summary['gpu_stalled_s']} s; "
+              f"{summary['restarts']} worker restarts, "
               f"{summary['replays']} pairs replayed after them, {summary['handed_off']} faulty variants handed to "
               "another slot")
     return _exit_code(result.errors, bool(result.pairs or result.skipped))

@@ -93,6 +93,7 @@ class Ledger:
         self.current: tuple[str, str] | None = None
         self.replaying = False  # the current pair is a replay
         self.started = 0.0
+        self.stalled_at = 0.0  # the GPU's stalled seconds when the current pair started (stalls.py)
         self.error: str | None = None
 
     def remaining(self) -> bool:

@@ -37,6 +37,7 @@ class RunResult:
     exclusive_jobs: int = 0
     peak_bytes: dict[str, int] = field(default_factory=dict)  # per problem: the largest worker peak reported
     gpu_busy_fraction: float | None = None
+    gpu_stalled_s: float = 0.0  # seconds the GPUs stalled for every process (stalls.py), summed over the GPUs
     execution_wall_s: float = 0.0  # from the first slice's start to the last slice's end
     wall_s: float = 0.0
     stopped: bool = False  # stopped by `stop_after_s` before the end (run again to continue)
@@ -53,6 +54,7 @@ class RunResult:
                 "handed_off": self.handed_off, "exclusive_jobs": self.exclusive_jobs,
                 "peak_gpu_bytes_by_problem": dict(sorted(self.peak_bytes.items())),
                 "gpu_busy_fraction": None if self.gpu_busy_fraction is None else round(self.gpu_busy_fraction, 3),
+                "gpu_stalled_s": round(self.gpu_stalled_s, 1),
                 "execution_wall_s": round(self.execution_wall_s, 1), "wall_s": round(self.wall_s, 1),
                 "stopped": self.stopped,
                 "variants_per_min": round(self.variants / minutes, 1) if minutes > 0 else None}

@@ -16,6 +16,7 @@ from oracleaudit.errors import OracleAuditError
 from oracleaudit.execution.plan import JOB_SIZE, take_slice, variants_to_run, warm_jobs
 from oracleaudit.execution.protocol import ORIGINAL, Job
 from oracleaudit.execution.recorder import Recorder, RunResult
+from oracleaudit.execution.stalls import StallWatch
 from oracleaudit.execution.supervisor import Supervisor
 from oracleaudit.execution.trace import mark
 from oracleaudit.mutant import Mutant
@@ -245,10 +246,12 @@ class Utilization:
 
 class Scheduler:
     """Builds, slices, memory admission and supervisors of a local run. `hand_off`: a variant that crashed or hung
-    goes back to the front of the queue, for any slot (False: its slice runs it after the others)."""
+    goes back to the front of the queue, for any slot (False: its slice runs it after the others). `watch(gpu)`
+    makes each GPU's `StallWatch`, whose stalls lengthen the supervisors' deadlines (None: no watch)."""
 
     def __init__(self, jobs: list[Job], gpus: int, workers_per_gpu: int, job_size: int, recorder: Recorder,
-                 result: RunResult, supervise: dict, hand_off: bool = True):
+                 result: RunResult, supervise: dict, hand_off: bool = True,
+                 watch: Callable[[int], StallWatch] | None = StallWatch):
         import torch
 
         self.slots = gpus * workers_per_gpu
@@ -258,6 +261,7 @@ class Scheduler:
         self.result = result
         self.supervise = supervise
         self.hand_off = hand_off
+        self.watch = watch
         self.stop = threading.Event()
         self.work = WorkQueue(self.slots, job_size)
         self.lock = threading.Lock()
@@ -271,8 +275,6 @@ class Scheduler:
         self.last_slice: float = 0.0
 
     def run(self, stop_after_s: float | None = None) -> None:
-        from joblib import Parallel, delayed
-
         started = time.perf_counter()
         mark("run", jobs=len(self.jobs), slots=self.slots)
         if stop_after_s is not None:
@@ -282,8 +284,20 @@ class Scheduler:
         feeder = threading.Thread(target=self._feed, args=(started,), daemon=True)
         feeder.start()
         hand_off = (lambda job: self.work.put(job, first=True)) if self.hand_off else None
+        watches = [self.watch(gpu).start() for gpu in range(self.gpus)] if self.watch is not None else []
+        stalled = {"stalled": watches[slot % self.gpus].stalled} if watches else {}
         supervisors = [Supervisor(slot % self.gpus, self.recorder, stop=self.stop, hand_off=hand_off,
-                                  **self.supervise) for slot in range(self.slots)]
+                                  **{**stalled, **self.supervise}) for slot in range(self.slots)]
+        try:
+            self._supervise(supervisors)
+        finally:
+            self.result.gpu_stalled_s = sum(watch.stalled() for watch in watches)
+            for watch in watches:
+                watch.close()
+
+    def _supervise(self, supervisors: list[Supervisor]) -> None:
+        from joblib import Parallel, delayed
+
         with Utilization(self.gpus) as utilization:
             driver = threading.Thread(target=lambda: Parallel(n_jobs=self.slots, prefer="threads")(
                 delayed(self._drive)(s, utilization) for s in supervisors), daemon=True)

@@ -5,7 +5,8 @@ A `Supervisor` drives one worker process at a time through jobs (protocol.py). P
 worker says `Started`, then sends `Rows`; the supervisor records them and turns everything else into rows
 of its own:
 - a mutant's pair past its deadline (`timeout_floor_s + timeout_factor ×` the original's time on that input;
-  the original's, `ORIGINAL_TIMEOUT_S`, is not extended) is waited for in place to `RETRY_DEADLINE_FACTOR`
+  the original's, `ORIGINAL_TIMEOUT_S`, is not extended; every deadline is later by the seconds the whole GPU
+  stalled during the pair, `stalled()`: stalls.py) is waited for in place to `RETRY_DEADLINE_FACTOR`
   times it (a worker stalled by its neighbours on a shared GPU is not the variant's hang: its pair ends and is
   recorded); past that its worker is killed, the pair recorded as Timeout and the variant's other inputs still
   to observe as *inferred* Timeout rows. (Killed at the first deadline and run again, a hang cost two kills,
@@ -217,14 +218,16 @@ class Supervisor:
     `start(gpu)` makes a worker (default: a `WorkerProcess`); `on_rows(variant, rows)` records rows;
     `on_ready(total_bytes)` learns the GPU's memory from a worker's `Ready`; `hand_off(job)` queues the job of a
     variant that crashed or hung for any slot (None: it runs in this slice, after the others). `spares`: workers
-    kept started ahead from the first restart on (0: each made at its fault). `hung_floor_s` (at most
+    kept started ahead from the first restart on (0: each made at its fault). `stalled()`: the seconds the GPU
+    has stalled so far (`stalls.StallWatch.stalled`; none by default). `hung_floor_s` (at most
     `timeout_floor_s`) and `spares` are there to measure their gains (bench/fault_tail.py, restart_cost.py)."""
 
     def __init__(self, gpu: int, on_rows: Callable[[str, list[dict]], None], timeout_factor: float = 10.0,
                  timeout_floor_s: float = TIMEOUT_FLOOR_S, stop: threading.Event | None = None,
                  max_crashes: int = MAX_CRASHES, start: Callable[[int], Any] = WorkerProcess,
                  on_ready: Callable[[int], None] | None = None, hand_off: Callable[[Job], None] | None = None,
-                 hung_floor_s: float = HUNG_TIMEOUT_FLOOR_S, spares: int = SPARES):
+                 hung_floor_s: float = HUNG_TIMEOUT_FLOOR_S, spares: int = SPARES,
+                 stalled: Callable[[], float] | None = None):
         self.gpu = gpu
         self.on_rows = on_rows
         self.timeout_factor = timeout_factor
@@ -236,6 +239,7 @@ class Supervisor:
         self.hand_off = hand_off
         self.hung_floor_s = min(hung_floor_s, timeout_floor_s)
         self.spares_ahead = spares
+        self.stalled = stalled or (lambda: 0.0)
         self.worker = None
         self.spares: list = []  # workers started ahead, the oldest first
         self.restarts = 0
@@ -366,6 +370,11 @@ class Supervisor:
                 self._discard()
                 return "failed"
             remaining = deadline - time.monotonic()
+            if remaining <= 0 and state.current is not None:
+                extended = self._extended(state)  # the GPU stalled for everyone meanwhile: no part of the pair's time
+                if extended > time.monotonic():
+                    deadline = extended
+                    continue
             if remaining <= 0 and self._wait_longer(state, result):
                 deadline = state.started + self._limit(state, *state.current)
                 continue
@@ -388,6 +397,7 @@ class Supervisor:
                 deadline = now + ORIGINAL_TIMEOUT_S
             elif isinstance(message, Started):
                 state.current, state.started = (message.variant, message.input), now
+                state.stalled_at = self.stalled()
                 state.replaying = message.replay
                 result.replays += message.replay
                 deadline = now + self._limit(state, message.variant, message.input)
@@ -485,6 +495,13 @@ class Supervisor:
             self._record_inferred(state, result, variant, Status.RUNTIME_ERROR, "NotRun",
                                   f"not run: the variant crashed the CUDA context on {state.crashes[variant]} "
                                   f"inputs (last {key}); more than --max-crashes {self.max_crashes}")
+
+    def _extended(self, state: Ledger) -> float:
+        """The running pair's deadline, later by the seconds the whole GPU stalled since it started (stalls.py)."""
+        late = self.stalled() - state.stalled_at
+        if late > 0:
+            mark("stalled", variant=state.current[0], input=state.current[1], seconds=round(late, 3))
+        return state.started + self._limit(state, *state.current) + max(0.0, late)
 
     def _wait_longer(self, state: Ledger, result: SliceResult) -> bool:
         """Whether the pair running now, past its deadline, is waited for in place (to `RETRY_DEADLINE_FACTOR`

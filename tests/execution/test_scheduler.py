@@ -34,7 +34,7 @@ def run(world: World, job, monkeypatch, workers_per_gpu: int = 2, job_size: int 
 
     result = RunResult()
     supervise = {"timeout_factor": 1.0, "timeout_floor_s": 0.3, "start": lambda gpu: ScriptedWorker(world)}
-    scheduler.Scheduler([job], 1, workers_per_gpu, job_size, on_rows, result, supervise, hand_off).run()
+    scheduler.Scheduler([job], 1, workers_per_gpu, job_size, on_rows, result, supervise, hand_off, watch=None).run()
     return result, recorded
 
 

@@ -599,3 +599,25 @@ def test_a_warm_up_job_records_nothing_and_its_failure_is_no_error_but_a_dead_wo
         assert supervisor.run(job).errors == [] and supervisor.restarts == 1  # alive: kept
     finally:
         supervisor.close()
+
+
+def test_a_pair_the_whole_gpu_stalled_through_gets_the_stall_added_to_its_deadline_and_a_hang_still_ends() -> None:
+    """A pair past twice its deadline only because the whole GPU stalled meanwhile (stalls.py; here the first
+    2 s of each run) is waited for the stall's length more and recorded as it ends; without the stall the same
+    pair is a Timeout; a hang still times out, the stall's length later."""
+    import time
+
+    job = make_job(variants=(ORIGINAL, "m1"), inputs=INPUTS[:1], references=())
+    result, recorded, _ = supervise(World({("m1", INPUTS[0]): ["slow"]}), job)
+    assert status(recorded, "m1", INPUTS[0]) == ("Timeout", False)
+
+    began = time.monotonic()
+    result, recorded, _ = supervise(World({("m1", INPUTS[0]): ["slow"]}), job,
+                                    stalled=lambda: min(time.monotonic() - began, 2.0))
+    assert status(recorded, "m1", INPUTS[0]) == ("Ok", False) and result.hangs == 0
+
+    began = time.monotonic()
+    result, recorded, _ = supervise(World({("m1", INPUTS[0]): ["hang"]}), job,
+                                    stalled=lambda: min(time.monotonic() - began, 2.0))
+    assert status(recorded, "m1", INPUTS[0]) == ("Timeout", False) and result.hangs == 2  # its wait, its kill
+    assert time.monotonic() - began >= 2.0 + 2 * 0.3

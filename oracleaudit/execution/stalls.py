@@ -1,0 +1,99 @@
+"""Stalls of a whole GPU, measured so that no pair is timed out for one.
+
+While the driver tears down the contexts of workers that crashed or were killed, every other process on the GPU
+can stop for seconds. In a traced shard of the bundled run (bench/results/trace_fresh3_warm.tgz) no pair started
+anywhere for 4-14 s six times, each after a cluster of crashes and kills; in the longest, five healthy variants in
+flight passed twice their deadline and were recorded as hung, their other inputs inferred Timeout (168 rows that
+earlier runs had observed Ok).
+
+A `StallWatch` keeps a probe process on its GPU that runs a one-element kernel every `PERIOD_S` and waits for it:
+the time a probe takes beyond `GRACE_S` is stalled time. A hung kernel beside it is no stall (time-slicing gives
+the probe its turn within milliseconds); a frozen GPU or driver is. `stalled()` is the stalled seconds so far, a
+probe late right now counting up to this moment; the supervisor adds what accrued during a pair to its deadline
+(supervisor.py). Should the probe process die, its stalls so far still count and nothing more accrues, so no
+deadline then grows for want of a probe.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from typing import Any, Callable
+
+__all__ = ["GRACE_S", "PERIOD_S", "StallWatch"]
+
+PERIOD_S = 0.05  # between the end of one probe and the start of the next
+GRACE_S = 0.25  # a probe taking longer than this is stalled for the rest (it takes milliseconds, spinners or not)
+
+
+def cuda_beat(gpu: int) -> Callable[[], None]:
+    """One probe on CUDA device `gpu`: a one-element kernel, waited for."""
+    import torch
+
+    device = torch.device(f"cuda:{gpu}")
+    torch.cuda.set_device(device)
+    x = torch.zeros(1, device=device)
+
+    def beat() -> None:
+        x.add_(1)
+        torch.cuda.synchronize(device)
+
+    return beat
+
+
+def _probe(make_beat: Callable[[int], Callable[[], None]], gpu: int, last_done: Any, stalled: Any,
+           stop: Any, parent: int) -> None:
+    """The probe process: beat, add each beat's time past GRACE_S to `stalled`, record when it ended; until
+    `stop` is set or the run's process (`parent`) is gone (a killed run does not leave it on the GPU)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the runner's
+    beat = make_beat(gpu)
+    beat()  # the context and the kernel are made before the first measured beat
+    last_done.value = time.monotonic()
+    while not stop.wait(PERIOD_S) and os.getppid() == parent:
+        started = time.monotonic()
+        beat()
+        ended = time.monotonic()
+        stalled.value += max(0.0, ended - started - GRACE_S)
+        last_done.value = ended
+
+
+class StallWatch:
+    """The stalls of one GPU, from a probe process (`start`, `stalled`, `close`; a context manager).
+    `make_beat(gpu)` gives the probe (default: `cuda_beat`); `context` the multiprocessing context (spawn)."""
+
+    def __init__(self, gpu: int, make_beat: Callable[[int], Callable[[], None]] = cuda_beat,
+                 context: Any = None):
+        context = context or multiprocessing.get_context("spawn")
+        self.last_done = context.Value("d", 0.0, lock=False)  # one writer; readers take a float
+        self.total = context.Value("d", 0.0, lock=False)
+        self.stop = context.Event()
+        self.process = context.Process(target=_probe, daemon=True, name=f"oracleaudit-stall-watch-{gpu}",
+                                       args=(make_beat, gpu, self.last_done, self.total, self.stop, os.getpid()))
+
+    def start(self) -> "StallWatch":
+        self.process.start()
+        return self
+
+    def stalled(self) -> float:
+        """Seconds the GPU has stalled since the probe began (0 before its first beat)."""
+        last = self.last_done.value  # before the total: a beat ending in between is counted twice, not missed
+        total = self.total.value
+        if last == 0.0 or not self.process.is_alive():
+            return total
+        return total + max(0.0, time.monotonic() - last - PERIOD_S - GRACE_S)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.process.join(5)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(5)
+
+    def __enter__(self) -> "StallWatch":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
