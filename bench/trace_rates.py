@@ -24,7 +24,11 @@ job, built in turn as two extensions, ready 170 s into the run and running alone
 Also: where the slots' seconds went ("slots": from each slot's first send to the last pair, split into its
 workers' spans from first to last pair, from a send to the worker's first pair, from a worker's last pair to
 the next send after a crash or a hang, and the rest, a slot with nothing to run), and the inputs the workers
-made ("inputs_made": count and seconds; the reference cache keeps them since 2026-12-06).
+made ("inputs_made": count and seconds; the reference cache keeps them since 2026-12-06). And the run's
+standstills ("standstills": every span of at least STANDSTILL_S after the first pair in which no worker started a
+pair, with the faults just before it: in the traced shard of trace_rates_fresh3_warm.json six of 4-14 s, each after
+a cluster of crashes and kills; execution/stalls.py now keeps them out of the pairs' deadlines) and the deadlines a
+supervisor lengthened for one ("stalled": the `stalled` marks).
 """
 
 from __future__ import annotations
@@ -117,6 +121,26 @@ def inputs_made(events: list[dict]) -> dict:
     return {"count": len(made), "seconds": round(sum(made), 1)}
 
 
+STANDSTILL_S = 2.0
+
+
+def standstills(events: list[dict], least: float = STANDSTILL_S) -> dict:
+    """Spans of at least `least` seconds between pair starts (seconds from the run's start), with the crashes
+    and kills of the 5 s before each; and the deadlines lengthened for the GPU's stalls."""
+    start = min(e["t"] for e in events if e["event"] == "run")
+    starts = sorted(e["t"] for e in events if e["event"] == "pair")
+    faults = [(e["t"], e["event"]) for e in events if e["event"] in ("fatal", "timeout")]
+    spans = []
+    for before, after in zip(starts, starts[1:]):
+        if after - before >= least:
+            near = [what for t, what in faults if before - 5.0 <= t <= before]
+            spans.append({"from_s": round(before - start, 1), "seconds": round(after - before, 1),
+                          "crashes_before": near.count("fatal"), "timeouts_before": near.count("timeout")})
+    lengthened = {(e.get("variant"), e.get("input")) for e in events if e["event"] == "stalled"}
+    return {"spans": spans, "seconds": round(sum(s["seconds"] for s in spans), 1),
+            "deadlines_lengthened": len(lengthened)}
+
+
 def windows(events: list[dict], width: float) -> list[dict]:
     """Pairs and replays started per second in consecutive windows of `width` seconds from the run's start."""
     start = min(e["t"] for e in events if e["event"] == "run")
@@ -207,6 +231,7 @@ def main() -> None:
     figures["windows"] = windows(events, args.window)
     figures["slots"] = slots(events)
     figures["inputs_made"] = inputs_made(events)
+    figures["standstills"] = standstills(events)
     if args.mutants:
         figures["by_problem"] = by_problem(events, problems_of(args.mutants, "trace_rates.py"))
     if args.profile:

@@ -110,3 +110,19 @@ def test_a_slot_s_seconds_split_by_what_its_workers_did_and_the_inputs_made_are_
     assert trace_rates.slots(timeline) == {"slot_s": 13.0, "pairs_s": 4.0, "to_first_pair_s": 3.0,
                                            "after_crash_s": 1.0, "after_hang_s": 3.0, "other_s": 2.0}
     assert trace_rates.inputs_made(timeline) == {"count": 2, "seconds": 0.8}
+
+
+def test_a_span_without_a_pair_started_anywhere_is_a_standstill_with_the_faults_before_it(tmp_path) -> None:
+    events = [{"event": "run", "t": 100.0, "pid": 1}]
+    # pairs every 0.5 s from 10 s to 20 s and from 25 s to 30 s; a crash at 18 s and a timeout at 19.5 s; a
+    # deadline lengthened twice for the same pair
+    events += [{"event": "pair", "t": 110.0 + k / 2, "pid": 7} for k in range(21)]
+    events += [{"event": "pair", "t": 125.0 + k / 2, "pid": 7} for k in range(11)]
+    events += [{"event": "fatal", "t": 118.0, "pid": 1, "child": 5}, {"event": "timeout", "t": 119.5, "pid": 1,
+                                                                       "child": 6},
+               {"event": "fatal", "t": 112.0, "pid": 1, "child": 4}]  # more than 5 s before: not counted
+    events += [{"event": "stalled", "t": 121.0 + k, "pid": 1, "variant": "m", "input": "i"} for k in range(2)]
+    write(tmp_path / "trace", events)
+    still = trace_rates.standstills(read(tmp_path / "trace"))
+    assert still == {"spans": [{"from_s": 20.0, "seconds": 5.0, "crashes_before": 1, "timeouts_before": 1}],
+                     "seconds": 5.0, "deadlines_lengthened": 1}
