@@ -206,6 +206,10 @@ def register_run(sub: argparse._SubParsersAction) -> None:
                         help="how the evidence is computed: auto (default), the fused CUDA kernels, built "
                              "once with nvcc, where they apply and build, else PyTorch operations; torch: "
                              "PyTorch operations only; fused: the kernels or an error")
+    parser.add_argument("--stall-watch", action="store_true",
+                        help="measure each GPU's stalls (a probe process times a tiny kernel every 50 ms) and add "
+                             "those during a pair to its deadline, so that no pair held up by a GPU standing "
+                             "still for every process is recorded as Timeout (off by default)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_format_arg(parser)
     parser.set_defaults(handler=_run_run)
@@ -236,7 +240,7 @@ def _run_run(args: argparse.Namespace) -> int:
                         timeout_floor_s=args.timeout_floor, per_solution=args.per_solution, workers_per_gpu=args.workers_per_gpu,
                         job_size=args.job_size, evidence_engine=args.evidence_engine,
                         max_crashes=args.max_crashes, stop_after_s=args.stop_after, show_progress=not args.json,
-                        cover=_cover(args))
+                        cover=_cover(args), stall_watch=args.stall_watch)
     for line in result.errors:
         print(f"oracleaudit: {line}", file=sys.stderr)
     summary = result.summary()

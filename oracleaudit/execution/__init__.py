@@ -35,6 +35,7 @@ from oracleaudit.execution.plan import (JOB_SIZE, Cover, build_root, plan_jobs, 
 from oracleaudit.execution.protocol import Job
 from oracleaudit.execution.recorder import Recorder, RunResult
 from oracleaudit.execution.scheduler import Scheduler, WorkQueue, prebuild_in_order, require_gpus
+from oracleaudit.execution.stalls import StallWatch
 from oracleaudit.execution.supervisor import MAX_CRASHES, ORIGINAL_TIMEOUT_S, SPARES, TIMEOUT_FLOOR_S, Supervisor
 from oracleaudit.files import file_sha256
 from oracleaudit.mutant import MUTANTS_FILE, read_mutants
@@ -77,7 +78,7 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
         per_solution: int | None = None, workers_per_gpu: int = WORKERS_PER_GPU, job_size: int = JOB_SIZE,
         evidence_engine: str = "auto", max_crashes: int = MAX_CRASHES, stop_after_s: float | None = None,
         show_progress: bool = True, cover: Cover | None = None, supervision: str = "queue",
-        spares: int = SPARES) -> RunResult:
+        spares: int = SPARES, stall_watch: bool = False) -> RunResult:
     """Observe every Pending mutant (and each solution's original) on every input of the pool on the GPUs,
     appending the rows to the evidence store at `out`. Safe to interrupt and run again. With the local
     backend a job is shared out in slices of at most `job_size` variants, at most `workers_per_gpu` at a
@@ -89,7 +90,9 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
     variant that crashed or hung goes back to the front of the queue for any slot, a hung variant's cover
     inputs have the shorter deadline floor of supervisor.py and `spares` workers are kept started ahead;
     "slice", as before those: its slice runs it after the others, at the full floor, each restart's worker made
-    at its fault (kept to measure them: bench/fault_tail.py)."""
+    at its fault (kept to measure them: bench/fault_tail.py). `stall_watch` (local backend): each GPU's stalls,
+    measured by a probe process, lengthen the deadlines of the pairs they hold up (stalls.py; off by default
+    until it has run on a GPU)."""
     from oracleaudit.execution.measure import ENGINES
     from oracleaudit.store import EvidenceStore
     from oracleaudit.terminal import progress_bar
@@ -138,7 +141,8 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
                 with Recorder(store, result, advance) as recorder:
                     if backend == "local":
                         Scheduler(jobs, require_gpus(gpus), workers_per_gpu, job_size, recorder, result,
-                                  supervise, hand_off=supervision == "queue").run(stop_after_s)
+                                  supervise, hand_off=supervision == "queue",
+                                  watch=StallWatch if stall_watch else None).run(stop_after_s)
                     else:
                         _run_dask(jobs, scheduler, recorder, result, supervise)
     result.wall_s = time.perf_counter() - started

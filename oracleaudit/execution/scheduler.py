@@ -247,11 +247,11 @@ class Utilization:
 class Scheduler:
     """Builds, slices, memory admission and supervisors of a local run. `hand_off`: a variant that crashed or hung
     goes back to the front of the queue, for any slot (False: its slice runs it after the others). `watch(gpu)`
-    makes each GPU's `StallWatch`, whose stalls lengthen the supervisors' deadlines (None: no watch)."""
+    makes each GPU's `StallWatch`, whose stalls lengthen the supervisors' deadlines (None, the default: none)."""
 
     def __init__(self, jobs: list[Job], gpus: int, workers_per_gpu: int, job_size: int, recorder: Recorder,
                  result: RunResult, supervise: dict, hand_off: bool = True,
-                 watch: Callable[[int], StallWatch] | None = StallWatch):
+                 watch: Callable[[int], StallWatch] | None = None):
         import torch
 
         self.slots = gpus * workers_per_gpu

@@ -11,7 +11,8 @@ the time a probe takes beyond `GRACE_S` is stalled time. A hung kernel beside it
 the probe its turn within milliseconds); a frozen GPU or driver is. `stalled()` is the stalled seconds so far, a
 probe late right now counting up to this moment; the supervisor adds what accrued during a pair to its deadline
 (supervisor.py). Should the probe process die, its stalls so far still count and nothing more accrues, so no
-deadline then grows for want of a probe.
+deadline then grows for want of a probe. A run starts the watch with `oracleaudit run --stall-watch` (off by
+default until it has been measured on a GPU).
 """
 
 from __future__ import annotations
