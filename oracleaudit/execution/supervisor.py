@@ -337,7 +337,9 @@ class Supervisor:
                 message = worker.recv()
             except (EOFError, OSError):
                 break
-            if isinstance(message, Built):
+            if isinstance(message, Ready) and self.on_ready is not None:
+                self.on_ready(message.total_bytes)
+            elif isinstance(message, Built):
                 result.seconds["startup"] += max(0.0, time.monotonic() - sent - message.seconds)
             elif isinstance(message, Done):
                 result.seconds.update(message.seconds)
