@@ -285,9 +285,9 @@ class Scheduler:
         feeder.start()
         hand_off = (lambda job: self.work.put(job, first=True)) if self.hand_off else None
         watches = [self.watch(gpu).start() for gpu in range(self.gpus)] if self.watch is not None else []
-        stalled = {"stalled": watches[slot % self.gpus].stalled} if watches else {}
         supervisors = [Supervisor(slot % self.gpus, self.recorder, stop=self.stop, hand_off=hand_off,
-                                  **{**stalled, **self.supervise}) for slot in range(self.slots)]
+                                  stalled=watches[slot % self.gpus].stalled if watches else None, **self.supervise)
+                       for slot in range(self.slots)]
         try:
             self._supervise(supervisors)
         finally:

@@ -22,7 +22,7 @@ def built_at_once(jobs, ready, stop) -> None:
 
 
 def run(world: World, job, monkeypatch, workers_per_gpu: int = 2, job_size: int = 2, hand_off: bool = True,
-        build=built_at_once):
+        build=built_at_once, watch=None):
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: SimpleNamespace(total_memory=80 << 30))
     monkeypatch.setattr(scheduler, "prebuild_in_order", build)
     recorded: dict[tuple[str, str], list[dict]] = {}
@@ -34,7 +34,7 @@ def run(world: World, job, monkeypatch, workers_per_gpu: int = 2, job_size: int 
 
     result = RunResult()
     supervise = {"timeout_factor": 1.0, "timeout_floor_s": 0.3, "start": lambda gpu: ScriptedWorker(world)}
-    scheduler.Scheduler([job], 1, workers_per_gpu, job_size, on_rows, result, supervise, hand_off, watch=None).run()
+    scheduler.Scheduler([job], 1, workers_per_gpu, job_size, on_rows, result, supervise, hand_off, watch).run()
     return result, recorded
 
 
@@ -67,7 +67,6 @@ def test_a_variant_that_crashed_goes_back_to_the_queue_and_another_slot_runs_it(
     assert set(recorded) == every_pair(job) and result.handed_off == 0 and not any(j.faults for j in world.jobs)
 
 
-
 def test_slots_waiting_for_a_build_run_warm_up_jobs_on_at_most_half_of_them_and_drop_the_rest(monkeypatch) -> None:
     """While the job builds (0.5 s), idle slots take its warm-up jobs (one input each, 0.2 s), at most two of
     the four slots at once; once it is built the warm-up jobs not taken are dropped and its slices run. Every
@@ -88,3 +87,36 @@ def test_slots_waiting_for_a_build_run_warm_up_jobs_on_at_most_half_of_them_and_
     assert {j.entry_keys[0] for j in warm} <= set(job.entry_keys)
     assert world.jobs.index(warm[-1]) < min(world.jobs.index(j) for j in world.jobs if not j.warm) + 2
     assert result.seconds["references"] == pytest.approx(0.2 * len(warm)) and result.execution_wall_s < 1.0
+
+
+class StalledWatch:
+    """A StallWatch stand-in: the GPU stands still for the first 2 s after it starts."""
+
+    made: list = []
+
+    def __init__(self, gpu: int):
+        self.closed = False
+        StalledWatch.made.append(self)
+
+    def start(self) -> "StalledWatch":
+        import time
+
+        self.began = time.monotonic()
+        return self
+
+    def stalled(self) -> float:
+        import time
+
+        return min(time.monotonic() - self.began, 2.0)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_run_with_a_stall_watch_gives_each_slot_its_gpu_s_stalls_and_closes_it(monkeypatch) -> None:
+    """With a watch, a pair past twice its deadline while the GPU stood still is recorded as it ends, not as a
+    Timeout; the run reports the stalled seconds and closes the watch."""
+    job = make_job(variants=(ORIGINAL, "m1"), inputs=INPUTS[:1], references=())
+    result, recorded = run(World({("m1", INPUTS[0]): ["slow"]}), job, monkeypatch, watch=StalledWatch)
+    assert recorded[("m1", INPUTS[0])][0]["status"] == "Ok" and result.hangs == 0
+    assert 1.5 <= result.gpu_stalled_s <= 2.0 and [w.closed for w in StalledWatch.made] == [True]
