@@ -156,7 +156,7 @@ def full(args) -> None:
     _save(args.state, state)
     print(json.dumps({k: summary[k] for k in ("variants_run", "pairs_run", "wall_s", "variants_per_min",
                                               "gpu_busy_fraction", "phases", "stopped", "errors", "restarts", "hangs",
-                                              "crashes", "replays")}, indent=1))
+                                              "crashes", "replays", "gpu_stalled_s")}, indent=1))
     print(f"holes left: {state['full']['holes']}, inferred rows: {state['full']['inferred_rows']}")
 
 
