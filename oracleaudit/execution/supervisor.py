@@ -5,10 +5,10 @@ A `Supervisor` drives one worker process at a time through jobs (protocol.py). P
 worker says `Started`, then sends `Rows`; the supervisor records them and turns everything else into rows
 of its own:
 - a mutant's pair past its deadline (`timeout_floor_s + timeout_factor ×` the original's time on that input;
-  the original's, `ORIGINAL_TIMEOUT_S`, is not extended; every deadline is later by the seconds the whole GPU
-  stalled during the pair, `stalled()`: stalls.py) is waited for in place to `RETRY_DEADLINE_FACTOR`
+  the original's, `ORIGINAL_TIMEOUT_S`, is not extended), with a stall watch later by the seconds the whole GPU
+  stalled during the pair (`stalled()`: stalls.py), without one waited for in place to `RETRY_DEADLINE_FACTOR`
   times it (a worker stalled by its neighbours on a shared GPU is not the variant's hang: its pair ends and is
-  recorded); past that its worker is killed, the pair recorded as Timeout and the variant's other inputs still
+  recorded; the watch measures such stalls instead of guessing them); past that its worker is killed, the pair recorded as Timeout and the variant's other inputs still
   to observe as *inferred* Timeout rows. (Killed at the first deadline and run again, a hang cost two kills,
   and while the driver tears a hung worker down (1.3-3.4 s, median) pairs start at 0.2-0.6 of the run's rate:
   bench/results/restart_cost.json);
@@ -219,7 +219,8 @@ class Supervisor:
     `on_ready(total_bytes)` learns the GPU's memory from a worker's `Ready`; `hand_off(job)` queues the job of a
     variant that crashed or hung for any slot (None: it runs in this slice, after the others). `spares`: workers
     kept started ahead from the first restart on (0: each made at its fault). `stalled()`: the seconds the GPU
-    has stalled so far (`stalls.StallWatch.stalled`; none by default). `hung_floor_s` (at most
+    has stalled so far (`stalls.StallWatch.stalled`; none by default: then a pair past its first deadline is
+    waited for to twice it). `hung_floor_s` (at most
     `timeout_floor_s`) and `spares` are there to measure their gains (bench/fault_tail.py, restart_cost.py)."""
 
     def __init__(self, gpu: int, on_rows: Callable[[str, list[dict]], None], timeout_factor: float = 10.0,
@@ -240,6 +241,7 @@ class Supervisor:
         self.hung_floor_s = min(hung_floor_s, timeout_floor_s)
         self.spares_ahead = spares
         self.stalled = stalled or (lambda: 0.0)
+        self.waits = stalled is None  # no stall watch: a pair past its first deadline is waited for to twice it
         self.worker = None
         self.spares: list = []  # workers started ahead, the oldest first
         self.restarts = 0
@@ -507,9 +509,10 @@ class Supervisor:
 
     def _wait_longer(self, state: Ledger, result: SliceResult) -> bool:
         """Whether the pair running now, past its deadline, is waited for in place (to `RETRY_DEADLINE_FACTOR`
-        times it): a mutant's pair past its first deadline, not a replay, its variant not hung already."""
+        times it): without a stall watch, a mutant's pair past its first deadline, not a replay, its variant not
+        hung already."""
         variant, key = state.current or (ORIGINAL, "")
-        if state.replaying or variant == ORIGINAL or not state.owed(variant, key) or variant in state.hung \
+        if not self.waits or state.replaying or variant == ORIGINAL or not state.owed(variant, key) or variant in state.hung \
                 or (variant, key) in state.missed:
             return False
         state.missed.add((variant, key))
@@ -538,7 +541,7 @@ class Supervisor:
             return "restart"
         if variant in state.hung:
             waited += ", after it hung on another input"
-        elif variant != ORIGINAL:
+        elif (variant, key) in state.missed:
             waited += ", waited for after missing the first deadline"
         state.take(variant, key)
         state.hung.add(variant)
