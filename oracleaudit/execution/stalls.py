@@ -11,8 +11,8 @@ the time a probe takes beyond `GRACE_S` is stalled time. A hung kernel beside it
 the probe its turn within milliseconds); a frozen GPU or driver is. `stalled()` is the stalled seconds so far, a
 probe late right now counting up to this moment; the supervisor adds what accrued during a pair to its deadline
 (supervisor.py). Should the probe process die, its stalls so far still count and nothing more accrues, so no
-deadline then grows for want of a probe. A run starts the watch with `oracleaudit run --stall-watch` (off by
-default until it has been measured on a GPU).
+deadline then grows for want of a probe. In a traced run (trace.py) each late probe is a `gpu_stall` event. A
+run starts the watch with `oracleaudit run --stall-watch` (off by default until it has been measured on a GPU).
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ import multiprocessing
 import os
 import time
 from typing import Any, Callable
+
+from oracleaudit.execution.trace import mark
 
 __all__ = ["GRACE_S", "PERIOD_S", "StallWatch"]
 
@@ -57,7 +59,9 @@ def _probe(make_beat: Callable[[int], Callable[[], None]], gpu: int, last_done: 
         started = time.monotonic()
         beat()
         ended = time.monotonic()
-        stalled.value += max(0.0, ended - started - GRACE_S)
+        if ended - started > GRACE_S:
+            stalled.value += ended - started - GRACE_S
+            mark("gpu_stall", gpu=gpu, began=started, seconds=round(ended - started, 4))  # traced runs only
         last_done.value = ended
 
 
