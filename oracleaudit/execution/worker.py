@@ -21,12 +21,12 @@ A fresh worker that continues a slice first runs again, unrecorded and in their 
 of `Job.replay` (inputs recorded in a process that died for another variant's fault): a variant's state across
 inputs does not depend on its neighbours in the slice.
 
-Each pair: fresh GPU copies of the input and of the model (from its template, with the RNG states the constructor
-left; made before the pair's `Started`: no construction counts against its deadline), then kernel → reference →
-kernel (a stale buffer shows in the second run; what the first run's output buffers held before is poison:
-guard.py), then the evidence against both references. Stray writes: the references on the GPU, the pristine
-input and the Model's weights are checksummed after every pair; if a mutant's stray write reached them, they are
-made again from the host copies and the pair is measured again.
+Each pair: fresh GPU copies of the input (and of the model, from its template, with the RNG states the
+constructor left), then kernel → reference → kernel (a stale buffer shows in the second run; what the first
+run's output buffers held before is poison: guard.py), then the evidence against both references. Stray
+writes: the references on the GPU, the pristine input and the Model's weights are checksummed after every
+pair; if a mutant's stray write reached them, they are made again from the host copies and the pair is
+measured again.
 
 A sticky CUDA error (a dead context) ends the process after the pair's rows and a `Fatal`; the supervisor goes
 on in a fresh worker. An out-of-memory error is the pair's row (OOM); the supervisor decides if it reproduces.
@@ -384,16 +384,12 @@ class JobRun:
         return self.solutions[variant.key]
 
     def _fresh_model(self, variant, solution):
-        """A fresh model of the variant, or the exception its construction raised (raised inside the pair)."""
         templates = self.templates.get(variant.key)
         if templates is None:
             templates = self.templates[variant.key] = ModelTemplates(solution.ModelNew, self.device, self.on_host,
                                                                      self.weight_seed)
         with self.clock("load"):
-            try:
-                return templates.fresh(None, self.init)  # one set of init args per group
-            except Exception as err:
-                return err
+            return templates.fresh(None, self.init)  # one set of init args per group
 
     def _drop_templates_over_budget(self) -> None:
         while len(self.templates) > 1 and sum(t.bytes() for t in self.templates.values()) > TEMPLATE_BUDGET_BYTES:
@@ -404,12 +400,10 @@ class JobRun:
 
         job = self.job
         where = job.entry(entry.key)
-        # The variant's module, the input's references and the fresh model are made before the pair starts: waiting
-        # for a reference another worker writes, or a group's first construction (weights initialised), is no part
-        # of the deadline (that of a hung variant's cover input is 0.5 s plus ten times the original's time).
+        # The variant's module and the input's references are made before the pair starts: waiting for them
+        # (a reference another worker is computing or writing) is no part of the variant's deadline.
         solution = self._solution(variant)
         gpu = None if isinstance(solution, BaseException) else self._gpu_entry(entry)
-        model = None if gpu is None else self._fresh_model(variant, solution)
         mark("pair", variant=variant.key, input=entry.key)
         self.send(Started(variant.key, entry.key))
         if gpu is None:
@@ -418,11 +412,9 @@ class JobRun:
                                                  self.mode(entry), None, None)])
             return
         try:
-            if isinstance(model, BaseException):
-                raise model  # the constructor's failure is the pair's outcome, as it would be inside it
             # No synchronisation here: the pair's one transfer comes after the evidence (an asynchronous
             # fault of the kernel surfaces there, and is its crash).
-            begin, end, first, second = self._execute(model, gpu)
+            begin, end, first, second = self._execute(variant, solution, gpu)
         except Exception as err:
             traceback.print_exc()
             rows = [row(variant.key, job.problem, where, 0, status_of(err), type(err).__name__, first_line(err),
@@ -446,13 +438,14 @@ class JobRun:
                                              first_line(err), None, None, self.mode(entry), None, None)], err)
         self._send_rows(variant, entry, rows)
 
-    def _execute(self, model_new, gpu: GpuEntry) -> tuple:
-        """Kernel → reference → kernel on `model_new` (fresh) and a fresh copy of the input, not synchronised:
+    def _execute(self, variant, solution, gpu: GpuEntry) -> tuple:
+        """Kernel → reference → kernel on a fresh model and a fresh copy of the input, not synchronised:
         the events timing the first run, the first run's outputs (cloned) and the second's."""
         import torch
 
         from oracleaudit.pool import math_flags
 
+        model_new = self._fresh_model(variant, solution)
         with self.clock("execution"), torch.no_grad(), math_flags(gpu.entry.math_mode):
             inputs = map_tensors(gpu.inputs, lambda t: t.clone())
             poison_blocks(gpu.ref32)  # what the outputs' memory holds before the kernel writes (guard.py)
@@ -474,14 +467,11 @@ class JobRun:
         if isinstance(solution, BaseException):
             return
         gpu = self._gpu_entry(entry)
-        model = self._fresh_model(variant, solution)
         mark("pair", variant=variant.key, input=entry.key, replay=True)
         self.send(Started(variant.key, entry.key, replay=True))
         with self.clock.instead("replay"):
             try:
-                if isinstance(model, BaseException):
-                    raise model
-                self._execute(model, gpu)
+                self._execute(variant, solution, gpu)
                 torch.cuda.synchronize(self.device)
             except Exception as err:
                 if is_out_of_memory(err):
