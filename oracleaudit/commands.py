@@ -209,7 +209,8 @@ def register_run(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--stall-watch", action="store_true",
                         help="measure each GPU's stalls (a probe process times a tiny kernel every 50 ms) and add "
                              "those during a pair to its deadline, so that no pair held up by a GPU standing "
-                             "still for every process is recorded as Timeout (off by default)")
+                             "still for every process is recorded as Timeout, instead of waiting for a late pair "
+                             "to twice its deadline (off by default)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_format_arg(parser)
     parser.set_defaults(handler=_run_run)
