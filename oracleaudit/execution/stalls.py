@@ -1,18 +1,21 @@
 """Stalls of a whole GPU, measured so that no pair is timed out for one.
 
-While the driver tears down the contexts of workers that crashed or were killed, every other process on the GPU
-can stop for seconds. In a traced shard of the bundled run (bench/results/trace_fresh3_warm.tgz) no pair started
-anywhere for 4-14 s six times, each after a cluster of crashes and kills; in the longest, five healthy variants in
-flight passed twice their deadline and were recorded as hung, their other inputs inferred Timeout (168 rows that
-earlier runs had observed Ok).
+A faulting kernel can stop every process on the GPU for seconds. In a traced shard of the bundled run
+(bench/results/trace_fresh3_warm.tgz) no pair started anywhere for 2-14 s eight times, and each standstill ended
+within 0.6 s of a worker's `Fatal` or of the kill of a timed-out worker. In the longest nothing else moved either
+(new workers' CUDA start, model construction); five healthy variants in flight passed twice their deadline and
+were recorded as hung, their other inputs inferred Timeout (168 rows that earlier runs had observed Ok); it ended
+0.2 s after the kill of a pair of a variant that had faulted before.
 
 A `StallWatch` keeps a probe process on its GPU that runs a one-element kernel every `PERIOD_S` and waits for it:
 the time a probe takes beyond `GRACE_S` is stalled time. A hung kernel beside it is no stall (time-slicing gives
 the probe its turn within milliseconds); a frozen GPU or driver is. `stalled()` is the stalled seconds so far, a
-probe late right now counting up to this moment; the supervisor adds what accrued during a pair to its deadline
-(supervisor.py). Should the probe process die, its stalls so far still count and nothing more accrues, so no
-deadline then grows for want of a probe. In a traced run (trace.py) each late probe is a `gpu_stall` event. A
-run starts the watch with `oracleaudit run --stall-watch` (off by default until it has been measured on a GPU).
+probe late right now counting up to this moment; the supervisor adds what accrued during a pair to its deadline,
+by at most the deadline's length and not for a variant that faulted before (supervisor.py): a stall the pair
+causes itself would otherwise push its own deadline away for as long as it lasts. Should the probe process die,
+its stalls so far still count and nothing more accrues, so no deadline then grows for want of a probe. In a traced
+run (trace.py) each late probe is a `gpu_stall` event. A run starts the watch with `oracleaudit run --stall-watch`
+(off by default until it has been measured on a GPU).
 """
 
 from __future__ import annotations

@@ -4,14 +4,14 @@ for pairs the worker could not observe.
 A `Supervisor` drives one worker process at a time through jobs (protocol.py). Per (variant, input) pair the
 worker says `Started`, then sends `Rows`; the supervisor records them and turns everything else into rows
 of its own:
-- a mutant's pair past its deadline (`timeout_floor_s + timeout_factor ×` the original's time on that input;
-  the original's, `ORIGINAL_TIMEOUT_S`, is not extended), with a stall watch later by the seconds the whole GPU
-  stalled during the pair (`stalled()`: stalls.py), without one waited for in place to `RETRY_DEADLINE_FACTOR`
-  times it (a worker stalled by its neighbours on a shared GPU is not the variant's hang: its pair ends and is
-  recorded; the watch measures such stalls instead of guessing them); past that its worker is killed, the pair recorded as Timeout and the variant's other inputs still
-  to observe as *inferred* Timeout rows. (Killed at the first deadline and run again, a hang cost two kills,
-  and while the driver tears a hung worker down (1.3-3.4 s, median) pairs start at 0.2-0.6 of the run's rate:
-  bench/results/restart_cost.json);
+- a mutant's pair past its deadline (`timeout_floor_s + timeout_factor ×` the original's time on that input; the
+  original's is `ORIGINAL_TIMEOUT_S`) has its worker killed, the pair recorded as Timeout and the variant's other
+  inputs still to observe as *inferred* Timeout rows. A worker held up by the whole GPU is not the variant's hang:
+  with a stall watch the deadline is later by the seconds the GPU stalled during the pair (`stalled()`: stalls.py;
+  by at most the deadline's length, and not for a variant that crashed or hung before: `_extended`); without one
+  a pair past its deadline is waited for in place to `RETRY_DEADLINE_FACTOR` times it. (Killed at the first
+  deadline and run again, a hang cost two kills, and while the driver tears a hung worker down (1.3-3.4 s,
+  median) pairs start at 0.2-0.6 of the run's rate: bench/results/restart_cost.json);
 - a pair whose worker dies (a sticky CUDA error ends the CUDA context, so the worker reports `Fatal` and
   exits; or the process just dies) is recorded as RuntimeError and the job continues in a fresh worker on
   the remaining pairs, so a crash on one input leaves no hole on the others. After more than `max_crashes`
@@ -23,12 +23,10 @@ of its own:
   at least once (a hung variant's cover input that misses its deadline is a Timeout at once, not waited for,
   and its deadline there has the floor `HUNG_TIMEOUT_FLOOR_S`: the cover inputs of the 20 hung variants of
   shards 3-5 of the complete run cost 17.6% of the slots' time at the full floor);
-- a pair whose rows say OOM while another worker held memory on the same GPU (`shared()`) is not recorded:
-  it is handed back in `SliceResult.alone`, to be run again with the GPU to itself, where an OOM is the
-  variant's own outcome.
+- a pair whose rows say OOM while another worker held memory on the same GPU (`shared()`) is not recorded: it
+  is handed back in `SliceResult.alone`, to run again with the GPU to itself, where an OOM is the variant's own.
 Inferred rows carry `inferred = True`; scoring treats them as unobserved. A warm-up job (`Job.warm`: inputs and
-references into the cache while the builds run) records nothing, and its failure is no error: the job's slices
-meet it again and report it.
+references into the cache while the builds run) records nothing; its failure is no error (its slices report it).
 
 A variant may keep state across inputs in its process (a static output buffer returned again, a call count);
 its row on an input is what it returns after its earlier inputs ran in the same process. When a worker dies
@@ -220,8 +218,8 @@ class Supervisor:
     variant that crashed or hung for any slot (None: it runs in this slice, after the others). `spares`: workers
     kept started ahead from the first restart on (0: each made at its fault). `stalled()`: the seconds the GPU
     has stalled so far (`stalls.StallWatch.stalled`; none by default: then a pair past its first deadline is
-    waited for to twice it). `hung_floor_s` (at most
-    `timeout_floor_s`) and `spares` are there to measure their gains (bench/fault_tail.py, restart_cost.py)."""
+    waited for to twice it). `hung_floor_s` (at most `timeout_floor_s`) and `spares` are there to measure their
+    gains (bench/fault_tail.py, restart_cost.py)."""
 
     def __init__(self, gpu: int, on_rows: Callable[[str, list[dict]], None], timeout_factor: float = 10.0,
                  timeout_floor_s: float = TIMEOUT_FLOOR_S, stop: threading.Event | None = None,
@@ -501,19 +499,26 @@ class Supervisor:
                                   f"inputs (last {key}); more than --max-crashes {self.max_crashes}")
 
     def _extended(self, state: Ledger) -> float:
-        """The running pair's deadline, later by the seconds the whole GPU stalled since it started (stalls.py)."""
-        late = self.stalled() - state.stalled_at
+        """The running pair's deadline, later by the seconds the whole GPU stalled since it started (stalls.py), by
+        at most the deadline's own length, not at all for a variant that crashed or hung before: a fault's kernel
+        can stop the GPU for every process until its worker is killed (a traced 13.8 s standstill ended 0.2 s
+        after the kill of such a variant's pair), and a deadline that grew with that stall would never come."""
+        variant, key = state.current
+        limit = self._limit(state, variant, key)
+        if variant in state.hung or state.crashes[variant]:
+            return state.started + limit
+        late = min(limit, self.stalled() - state.stalled_at)
         if late > 0:
-            mark("stalled", variant=state.current[0], input=state.current[1], seconds=round(late, 3))
-        return state.started + self._limit(state, *state.current) + max(0.0, late)
+            mark("stalled", variant=variant, input=key, seconds=round(late, 3))
+        return state.started + limit + max(0.0, late)
 
     def _wait_longer(self, state: Ledger, result: SliceResult) -> bool:
         """Whether the pair running now, past its deadline, is waited for in place (to `RETRY_DEADLINE_FACTOR`
         times it): without a stall watch, a mutant's pair past its first deadline, not a replay, its variant not
         hung already."""
         variant, key = state.current or (ORIGINAL, "")
-        if not self.waits or state.replaying or variant == ORIGINAL or not state.owed(variant, key) or variant in state.hung \
-                or (variant, key) in state.missed:
+        if not self.waits or state.replaying or variant == ORIGINAL or not state.owed(variant, key) \
+                or variant in state.hung or (variant, key) in state.missed:
             return False
         state.missed.add((variant, key))
         result.hangs += 1

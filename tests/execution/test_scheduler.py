@@ -22,7 +22,7 @@ def built_at_once(jobs, ready, stop) -> None:
 
 
 def run(world: World, job, monkeypatch, workers_per_gpu: int = 2, job_size: int = 2, hand_off: bool = True,
-        build=built_at_once, watch=None):
+        build=built_at_once, watch=None, timeout_floor_s: float = 0.3):
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: SimpleNamespace(total_memory=80 << 30))
     monkeypatch.setattr(scheduler, "prebuild_in_order", build)
     recorded: dict[tuple[str, str], list[dict]] = {}
@@ -33,7 +33,7 @@ def run(world: World, job, monkeypatch, workers_per_gpu: int = 2, job_size: int 
         recorded[key] = rows
 
     result = RunResult()
-    supervise = {"timeout_factor": 1.0, "timeout_floor_s": 0.3, "start": lambda gpu: ScriptedWorker(world)}
+    supervise = {"timeout_factor": 1.0, "timeout_floor_s": timeout_floor_s, "start": lambda gpu: ScriptedWorker(world)}
     scheduler.Scheduler([job], 1, workers_per_gpu, job_size, on_rows, result, supervise, hand_off, watch).run()
     return result, recorded
 
@@ -114,9 +114,10 @@ class StalledWatch:
 
 
 def test_a_run_with_a_stall_watch_gives_each_slot_its_gpu_s_stalls_and_closes_it(monkeypatch) -> None:
-    """With a watch, a pair past twice its deadline while the GPU stood still is recorded as it ends, not as a
+    """With a watch, a pair past its 1 s deadline while the GPU stood still is recorded as it ends, not as a
     Timeout; the run reports the stalled seconds and closes the watch."""
     job = make_job(variants=(ORIGINAL, "m1"), inputs=INPUTS[:1], references=())
-    result, recorded = run(World({("m1", INPUTS[0]): ["slow"]}), job, monkeypatch, watch=StalledWatch)
+    result, recorded = run(World({("m1", INPUTS[0]): ["slow"]}), job, monkeypatch, watch=StalledWatch,
+                           timeout_floor_s=1.0)
     assert recorded[("m1", INPUTS[0])][0]["status"] == "Ok" and result.hangs == 0
     assert 1.5 <= result.gpu_stalled_s <= 2.0 and [w.closed for w in StalledWatch.made] == [True]

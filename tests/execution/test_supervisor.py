@@ -602,24 +602,44 @@ def test_a_warm_up_job_records_nothing_and_its_failure_is_no_error_but_a_dead_wo
 
 
 def test_a_pair_the_whole_gpu_stalled_through_gets_the_stall_added_to_its_deadline_and_a_hang_still_ends() -> None:
-    """A pair past twice its deadline only because the whole GPU stalled meanwhile (stalls.py; here the first
-    2 s of each run) is waited for the stall's length more and recorded as it ends; without the stall the same
-    pair is a Timeout; a hang still times out, the stall's length later and with no wait to twice its deadline
-    (the watch measures what that wait was there to absorb)."""
+    """With a stall watch, a pair past its deadline only because the whole GPU stalled meanwhile (stalls.py; here
+    the first 2 s of each run) is waited for the stall's length more and recorded as it ends; with no stall the
+    same pair is a Timeout at its deadline (the watch measures what the wait to twice it was there to absorb); a
+    hang still times out, later by the stall."""
     import time
 
     job = make_job(variants=(ORIGINAL, "m1"), inputs=INPUTS[:1], references=())
-    result, recorded, _ = supervise(World({("m1", INPUTS[0]): ["slow"]}), job)
-    assert status(recorded, "m1", INPUTS[0]) == ("Timeout", False)
+    options = {"timeout_floor_s": 1.0}  # a 1 s deadline: the slow pair (SLOW_S) is past it, within twice it
+    result, recorded, _ = supervise(World({("m1", INPUTS[0]): ["slow"]}), job, stalled=lambda: 0.0, **options)
+    assert status(recorded, "m1", INPUTS[0]) == ("Timeout", False) and result.hangs == 1
 
     began = time.monotonic()
     result, recorded, _ = supervise(World({("m1", INPUTS[0]): ["slow"]}), job,
-                                    stalled=lambda: min(time.monotonic() - began, 2.0))
+                                    stalled=lambda: min(time.monotonic() - began, 2.0), **options)
     assert status(recorded, "m1", INPUTS[0]) == ("Ok", False) and result.hangs == 0
 
     began = time.monotonic()
     result, recorded, _ = supervise(World({("m1", INPUTS[0]): ["hang"]}), job,
-                                    stalled=lambda: min(time.monotonic() - began, 2.0))
+                                    stalled=lambda: min(time.monotonic() - began, 2.0), **options)
     assert status(recorded, "m1", INPUTS[0]) == ("Timeout", False) and result.hangs == 1  # its kill, no wait
-    assert 2.0 + 0.3 - 0.1 <= result.seconds["hung"] < 2.0 + 2 * 0.3  # the stall, less what came before the pair
+    assert 2 * 1.0 - 0.1 <= result.seconds["hung"] < 2 * 1.0 + 0.5  # its deadline, then the stall (capped at it)
     assert "waited for" not in recorded[("m1", INPUTS[0])][0]["error_message"]
+
+
+def test_a_stall_lengthens_a_deadline_by_at_most_its_length_and_not_that_of_a_variant_that_failed_before() -> None:
+    """A fault's kernel can stop the whole GPU until its worker is killed: under a stall that never ends a hang is
+    still killed, at twice its deadline; a variant that crashed before gets no more time than its deadline, so a
+    stall it causes itself ends with it."""
+    import time
+
+    began = time.monotonic()
+    endless = {"stalled": lambda: time.monotonic() - began}
+    job = make_job(variants=(ORIGINAL, "m1"), inputs=INPUTS[:1], references=())
+    result, recorded, _ = supervise(World({("m1", INPUTS[0]): ["hang"]}), job, **endless)
+    assert status(recorded, "m1", INPUTS[0]) == ("Timeout", False)
+    assert 2 * 0.3 - 0.05 <= result.seconds["hung"] < 2 * 0.3 + 0.5
+
+    crashed_before = replace(job, faults=(("m1", 1, False, (), ()),))
+    result, recorded, _ = supervise(World({("m1", INPUTS[0]): ["hang"]}), crashed_before, **endless)
+    assert status(recorded, "m1", INPUTS[0]) == ("Timeout", False)
+    assert 0.3 - 0.05 <= result.seconds["hung"] < 0.3 + 0.25
