@@ -124,20 +124,32 @@ def inputs_made(events: list[dict]) -> dict:
 STANDSTILL_S = 2.0
 
 
+ENDED_BY_S = 1.0  # a fault this near a standstill's end is what it ended with
+
+
 def standstills(events: list[dict], least: float = STANDSTILL_S) -> dict:
     """Spans of at least `least` seconds between pair starts (seconds from the run's start), with the crashes
-    and kills of the 5 s before each; and the deadlines lengthened for the GPU's stalls."""
+    and kills of the 5 s before each, the fault nearest its end (a worker's `fatal` or a `timeout`, within
+    ENDED_BY_S: what the GPU resumed with; its offset from the end in seconds) and the seconds the stall watch's
+    probe was late within it (`gpu_stall` events); and the deadlines lengthened for the GPU's stalls."""
     start = min(e["t"] for e in events if e["event"] == "run")
     starts = sorted(e["t"] for e in events if e["event"] == "pair")
     faults = [(e["t"], e["event"]) for e in events if e["event"] in ("fatal", "timeout")]
+    probes = [(e["began"], e["began"] + e["seconds"]) for e in events if e["event"] == "gpu_stall"]
     spans = []
     for before, after in zip(starts, starts[1:]):
         if after - before >= least:
             near = [what for t, what in faults if before - 5.0 <= t <= before]
+            ending = min(((abs(t - after), t, what) for t, what in faults if abs(t - after) <= ENDED_BY_S),
+                         default=None)
+            late = sum(max(0.0, min(b, after) - max(a, before)) for a, b in probes)
             spans.append({"from_s": round(before - start, 1), "seconds": round(after - before, 1),
-                          "crashes_before": near.count("fatal"), "timeouts_before": near.count("timeout")})
+                          "crashes_before": near.count("fatal"), "timeouts_before": near.count("timeout"),
+                          "ended_by": ending and {"event": ending[2], "offset_s": round(ending[1] - after, 2)},
+                          "gpu_stall_s": round(late, 1)})
     lengthened = {(e.get("variant"), e.get("input")) for e in events if e["event"] == "stalled"}
-    return {"spans": spans, "seconds": round(sum(s["seconds"] for s in spans), 1),
+    ended = sum(1 for s in spans if s["ended_by"])
+    return {"spans": spans, "seconds": round(sum(s["seconds"] for s in spans), 1), "ended_by_a_fault": ended,
             "deadlines_lengthened": len(lengthened)}
 
 

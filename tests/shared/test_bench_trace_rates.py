@@ -122,7 +122,12 @@ def test_a_span_without_a_pair_started_anywhere_is_a_standstill_with_the_faults_
                                                                        "child": 6},
                {"event": "fatal", "t": 112.0, "pid": 1, "child": 4}]  # more than 5 s before: not counted
     events += [{"event": "stalled", "t": 121.0 + k, "pid": 1, "variant": "m", "input": "i"} for k in range(2)]
+    # the GPU resumes with a crash 0.3 s before the next pair; the probe was late 4 s, 3.5 s of it in the span
+    events += [{"event": "fatal", "t": 124.7, "pid": 1, "child": 8},
+               {"event": "gpu_stall", "t": 124.0, "pid": 9, "began": 120.5, "seconds": 3.5},
+               {"event": "gpu_stall", "t": 109.0, "pid": 9, "began": 108.5, "seconds": 0.5}]
     write(tmp_path / "trace", events)
     still = trace_rates.standstills(read(tmp_path / "trace"))
-    assert still == {"spans": [{"from_s": 20.0, "seconds": 5.0, "crashes_before": 1, "timeouts_before": 1}],
-                     "seconds": 5.0, "deadlines_lengthened": 1}
+    assert still == {"spans": [{"from_s": 20.0, "seconds": 5.0, "crashes_before": 1, "timeouts_before": 1,
+                                "ended_by": {"event": "fatal", "offset_s": -0.3}, "gpu_stall_s": 3.5}],
+                     "seconds": 5.0, "ended_by_a_fault": 1, "deadlines_lengthened": 1}
