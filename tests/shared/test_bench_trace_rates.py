@@ -122,7 +122,7 @@ def test_a_span_without_a_pair_started_anywhere_is_a_standstill_with_the_faults_
                                                                        "child": 6},
                {"event": "fatal", "t": 112.0, "pid": 1, "child": 4}]  # more than 5 s before: not counted
     events += [{"event": "stalled", "t": 121.0 + k, "pid": 1, "variant": "m", "input": "i"} for k in range(2)]
-    # the GPU resumes with a crash 0.3 s before the next pair; the probe was late 4 s, 3.5 s of it in the span
+    # the GPU resumes with a crash 0.3 s before the next pair; the probe was late 3.5 s in the span, 0.5 s before it
     events += [{"event": "fatal", "t": 124.7, "pid": 1, "child": 8},
                {"event": "gpu_stall", "t": 124.0, "pid": 9, "began": 120.5, "seconds": 3.5},
                {"event": "gpu_stall", "t": 109.0, "pid": 9, "began": 108.5, "seconds": 0.5}]
