@@ -122,8 +122,6 @@ def inputs_made(events: list[dict]) -> dict:
 
 
 STANDSTILL_S = 2.0
-
-
 ENDED_BY_S = 1.0  # a fault this near a standstill's end is what it ended with
 
 

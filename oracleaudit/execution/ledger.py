@@ -99,6 +99,10 @@ class Ledger:
     def remaining(self) -> bool:
         return bool(self.work or self.references)
 
+    def faulted(self, variant: str) -> bool:
+        """Whether the variant crashed or hung, in this job or before it was handed off."""
+        return variant in self.hung or bool(self.crashes[variant])
+
     def owed(self, variant: str, key: str) -> bool:
         return key in self.work.get(variant, ())
 
@@ -140,7 +144,7 @@ class Ledger:
     def deciding_order(self, variant: str) -> tuple[str, ...]:
         """For a variant that crashed or hung, the inputs it has still to observe to run first (`deciding_order`,
         with its fault: a hang if it hung); () for a variant that has not failed."""
-        if variant not in self.hung and not self.crashes[variant]:
+        if not self.faulted(variant):
             return ()
         status = Status.TIMEOUT if variant in self.hung else Status.RUNTIME_ERROR
         position = {key: index for index, (key, *_) in enumerate(self.job.entry_keys)}

@@ -505,7 +505,7 @@ class Supervisor:
         after the kill of such a variant's pair), and a deadline that grew with that stall would never come."""
         variant, key = state.current
         limit = self._limit(state, variant, key)
-        if variant in state.hung or state.crashes[variant]:
+        if state.faulted(variant):
             return state.started + limit
         late = min(limit, self.stalled() - state.stalled_at)
         if late > 0:
