@@ -9,13 +9,21 @@ the ratios: how much a namespace-cloned variant adds to a build, and how much of
 cicc and the host compiler each parse the torch headers) the light header saves. Needs nvcc and torch's
 headers, no GPU.
 
+With `--sizes N,...` it instead compiles the light-header unit of the original and its first N - 1 mutants for each
+N (one extension of N variants, as the run stage's chunks are), one after the other, and prints each one's
+wall seconds, the seconds each variant adds between sizes, and what splitting the largest N into chunks of the
+others would cost in CPU seconds and save in the wall seconds of the longest chunk (`--json FILE` too).
+
     PYTHONPATH=. python bench/build_cost.py [--mutants bench/data/mutants_3x20] [--problem level2/1_Gemm_Bias_ReLU]
+    PYTHONPATH=. python bench/build_cost.py --mutants bench/data/full_run --problem level2/6_Gemm_LayerNorm_GELU \
+        --sizes 1,64,128,256 [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import subprocess
 import sys
 import tempfile
@@ -46,16 +54,48 @@ def _compile(toolchain: Toolchain, source: str, workdir: Path, tag: str) -> tupl
     return wall, phases
 
 
+def by_size(toolchain: Toolchain, solution: Path, group: list, sizes: list[int], out: Path | None) -> None:
+    """Compile one light-header extension of each size in `sizes` (variants, the original included)."""
+    if sizes[0] < 1 or sizes[-1] > len(group) + 1:
+        sys.exit(f"build_cost.py: error: --sizes must be within 1-{len(group) + 1} for {solution}")
+    with tempfile.TemporaryDirectory() as tmp:
+        _compile(toolchain, plan_build(solution, []).extensions[0].cuda_source, Path(tmp), "warmup")
+        wall = {}
+        for n in sizes:
+            (extension,) = plan_build(solution, group[:n - 1], max_variants=n).extensions
+            wall[n] = round(_compile(toolchain, extension.cuda_source, Path(tmp), f"n{n}")[0], 1)
+            print(f"{n:>5} variants: {wall[n]:6.1f} s", flush=True)
+    slopes = {f"{a}-{b}": round((wall[b] - wall[a]) / (b - a), 3) for a, b in zip(sizes, sizes[1:])}
+    largest = sizes[-1]
+    split = {}
+    for n in sizes[:-1]:
+        chunks = -(-largest // n)
+        split[str(n)] = {"chunks": chunks, "cpu_s": round(chunks * wall[n], 1), "longest_s": wall[n],
+                         "cpu_ratio": round(chunks * wall[n] / wall[largest], 2),
+                         "longest_ratio": round(wall[n] / wall[largest], 2)}
+    print(f"seconds per added variant: {slopes}")
+    for n, figures in split.items():
+        print(f"{largest} variants as {figures['chunks']} chunks of {n}: {figures['cpu_ratio']:.2f}x the CPU "
+              f"seconds, the longest chunk {figures['longest_ratio']:.2f}x the wall of one extension")
+    if out:
+        out.write_text(json.dumps({"solution": str(solution), "nvcc": toolchain.version, "wall_s": wall,
+                                   "s_per_variant": slopes, "split_largest": split}, indent=1) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mutants", type=Path, default=Path("bench/data/mutants_3x20"))
     parser.add_argument("--problem", default="level2/1_Gemm_Bias_ReLU")
+    parser.add_argument("--sizes", help="variants per extension to compile, comma-separated (e.g. 1,64,128,256)")
+    parser.add_argument("--json", type=Path, help="with --sizes: write the figures to this file")
     args = parser.parse_args()
     group = [m for m in read_mutants(args.mutants) if m.problem == args.problem and m.status == "Pending"]
     if not group:
         sys.exit(f"build_cost.py: error: {args.mutants}: no Pending mutants of {args.problem}")
     solution = Path(group[0].source)
     toolchain = Toolchain()
+    if args.sizes:
+        return by_size(toolchain, solution, group, sorted({int(n) for n in args.sizes.split(",")}), args.json)
     full = frozenset({0})
     sources = {
         "extension.h, original": plan_build(solution, [], full_headers=full).extensions[0].cuda_source,
