@@ -54,6 +54,13 @@ def _compile(toolchain: Toolchain, source: str, workdir: Path, tag: str) -> tupl
     return wall, phases
 
 
+def _sizes(text: str) -> list[int]:
+    try:
+        return sorted({int(n) for n in text.split(",")})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of whole numbers: {text!r}") from None
+
+
 def by_size(toolchain: Toolchain, solution: Path, group: list, sizes: list[int], out: Path | None) -> None:
     """Compile one light-header extension of each size in `sizes` (variants, the original included)."""
     if sizes[0] < 1 or sizes[-1] > len(group) + 1:
@@ -86,7 +93,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mutants", type=Path, default=Path("bench/data/mutants_3x20"))
     parser.add_argument("--problem", default="level2/1_Gemm_Bias_ReLU")
-    parser.add_argument("--sizes", help="variants per extension to compile, comma-separated (e.g. 1,64,128,256)")
+    parser.add_argument("--sizes", type=_sizes,
+                        help="variants per extension to compile, comma-separated (e.g. 1,64,128,256)")
     parser.add_argument("--json", type=Path, help="with --sizes: write the figures to this file")
     args = parser.parse_args()
     group = [m for m in read_mutants(args.mutants) if m.problem == args.problem and m.status == "Pending"]
@@ -95,7 +103,7 @@ def main() -> None:
     solution = Path(group[0].source)
     toolchain = Toolchain()
     if args.sizes:
-        return by_size(toolchain, solution, group, sorted({int(n) for n in args.sizes.split(",")}), args.json)
+        return by_size(toolchain, solution, group, args.sizes, args.json)
     full = frozenset({0})
     sources = {
         "extension.h, original": plan_build(solution, [], full_headers=full).extensions[0].cuda_source,
