@@ -407,7 +407,8 @@ def main() -> None:
     p.add_argument("--stop-after", type=float)
     p.add_argument("--workers-per-gpu", type=int, default=8)
     p.add_argument("--cold", action="store_true", help="record that this first call starts on an empty build cache")
-    p.add_argument("--stall-watch", action="store_true", help="as `oracleaudit run --stall-watch`")
+    p.add_argument("--stall-watch", action=argparse.BooleanOptionalAction, default=True,
+                   help="as `oracleaudit run --stall-watch` (on by default)")
     p.add_argument("--per-solution", type=int, help="only the first N mutants of each solution (the bundled sample) "
                    "in this call; a later call without it goes on with the rest (its builds are the full units)")
     p.add_argument("--shard", metavar="K/N", help="only shard K of N of the solutions (see `shard`), into its own "

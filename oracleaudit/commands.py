@@ -206,11 +206,11 @@ def register_run(sub: argparse._SubParsersAction) -> None:
                         help="how the evidence is computed: auto (default), the fused CUDA kernels, built "
                              "once with nvcc, where they apply and build, else PyTorch operations; torch: "
                              "PyTorch operations only; fused: the kernels or an error")
-    parser.add_argument("--stall-watch", action="store_true",
+    parser.add_argument("--stall-watch", action=argparse.BooleanOptionalAction, default=True,
                         help="measure each GPU's stalls (a probe process times a tiny kernel every 50 ms) and add "
                              "those during a pair to its deadline, so that no pair held up by a GPU standing "
-                             "still for every process is recorded as Timeout, instead of waiting for a late pair "
-                             "to twice its deadline (off by default)")
+                             "still for every process is recorded as Timeout (on by default); with "
+                             "--no-stall-watch a late pair is instead waited for to twice its deadline")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_format_arg(parser)
     parser.set_defaults(handler=_run_run)

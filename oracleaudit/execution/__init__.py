@@ -78,7 +78,7 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
         per_solution: int | None = None, workers_per_gpu: int = WORKERS_PER_GPU, job_size: int = JOB_SIZE,
         evidence_engine: str = "auto", max_crashes: int = MAX_CRASHES, stop_after_s: float | None = None,
         show_progress: bool = True, cover: Cover | None = None, supervision: str = "queue",
-        spares: int = SPARES, stall_watch: bool = False) -> RunResult:
+        spares: int = SPARES, stall_watch: bool = True) -> RunResult:
     """Observe every Pending mutant (and each solution's original) on every input of the pool on the GPUs,
     appending the rows to the evidence store at `out`. Safe to interrupt and run again. With the local
     backend a job is shared out in slices of at most `job_size` variants, at most `workers_per_gpu` at a
@@ -91,8 +91,8 @@ def run(mutants_dir: Path, out: Path, pool: str = "default", gpus: int | None = 
     inputs have the shorter deadline floor of supervisor.py and `spares` workers are kept started ahead;
     "slice", as before those: its slice runs it after the others, at the full floor, each restart's worker made
     at its fault (kept to measure them: bench/fault_tail.py). `stall_watch` (local backend): each GPU's stalls,
-    measured by a probe process, lengthen the deadlines of the pairs they hold up (stalls.py; off by default
-    until it has run on a GPU)."""
+    measured by a probe process, lengthen the deadlines of the pairs they hold up (stalls.py); without it a
+    late pair is waited for to twice its deadline."""
     from oracleaudit.execution.measure import ENGINES
     from oracleaudit.store import EvidenceStore
     from oracleaudit.terminal import progress_bar

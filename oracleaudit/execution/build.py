@@ -39,7 +39,11 @@ from oracleaudit.mutant import Mutant
 from oracleaudit.source import CudaUnit, load_units
 from oracleaudit.status import ORIGINAL
 
-MAX_VARIANTS_PER_EXTENSION = 256  # with <torch/types.h> a clone adds little to a ~35 s build (bench/build_cost.py)
+# With <torch/types.h> a clone adds 0.1-0.4 s to a build whose fixed cost is about half of a 256-variant one
+# (bench/results/build_sizes.json): smaller chunks would cost far more CPU than they save. A solution of more
+# variants (256 + 79 in a traced shard: 201 s, its extensions built one after the other, its rows the run's last)
+# is cut into chunks of equal size, built side by side (scheduler.prebuild_in_order).
+MAX_VARIANTS_PER_EXTENSION = 256
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[^\n]*", re.M)
 _HEAVY_HEADER = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/(extension|torch)\.h[>"]')
 LIGHT_HEADER = "#include <torch/types.h>"
@@ -108,7 +112,9 @@ def plan_build(solution: Path, mutants: Sequence[Mutant], call_args: dict[int, d
         others = [v for v in variants if v.mutant is not None and v.mutant.unit != unit.index]
         # A mutant of another unit runs this unit's original code: it shares variant 0's code here, so it
         # is bound to the original's functions instead of being cloned.
-        chunks = [own[i:i + max_variants] for i in range(0, len(own), max_variants)] or [own]
+        count = -(-len(own) // max_variants)  # as few chunks as max_variants allows, of equal size
+        size = -(-len(own) // count)
+        chunks = [own[i:i + size] for i in range(0, len(own), size)]
         for number, chunk in enumerate(chunks):
             if chunk[0].mutant is not None:
                 chunk = [variants[0], *chunk]
@@ -212,13 +218,19 @@ class VariantModule(types.ModuleType):
             return getattr(self._extension, item)
 
 
-def build(plan: BuildPlan, build_dir: Path, extra_cuda_cflags: Sequence[str] = (), verbose: bool = False) -> dict[str, Any]:
-    """Build every extension of a plan with load_inline (the real one); returns {extension name: module}."""
+def build(plan: BuildPlan, build_dir: Path, extra_cuda_cflags: Sequence[str] = (), verbose: bool = False,
+          only: str | None = None) -> dict[str, Any]:
+    """Build every extension of a plan (or the one named `only`) with load_inline (the real one); returns
+    {extension name: module}."""
     from torch.utils.cpp_extension import load_inline
 
     call_args = load_inline_arguments(plan.solution)
     built = {}
+    if only is not None and only not in {e.name for e in plan.extensions}:
+        raise OracleAuditError(f"{plan.solution}: its build plan has no extension {only}")
     for extension in plan.extensions:
+        if only is not None and extension.name != only:
+            continue
         kwargs = dict(call_args[extension.unit.index]["kwargs"])
         kwargs.pop("build_directory", None)
         kwargs.pop("verbose", None)
@@ -289,6 +301,19 @@ def build_isolating(solution: Path, mutants: Sequence[Mutant], build_dir: Path,
             for extension in light:
                 _mark_full_headers(extension.unit, build_dir, str(err))
             full = full_header_units(solution, build_dir)
+
+
+def extensions_of(solution: Path, mutants: Sequence[Mutant], build_dir: Path) -> list[tuple[str, int]]:
+    """The extensions `build_isolating` builds first for these mutants, as (name, variants): each can be
+    built alone (`build_extension`), side by side, and `build_isolating` then finds them built."""
+    plan = plan_build(solution, mutants, full_headers=full_header_units(solution, build_dir))
+    return [(extension.name, len(extension.variants)) for extension in plan.extensions]
+
+
+def build_extension(solution: Path, mutants: Sequence[Mutant], build_dir: Path, name: str) -> None:
+    """Build the extension `name` of `extensions_of(solution, mutants, build_dir)`; raises as `build` does
+    (the culprits of a failure are for `build_isolating` to find)."""
+    build(plan_build(solution, mutants, full_headers=full_header_units(solution, build_dir)), build_dir, only=name)
 
 
 def _full_headers_marker(unit: CudaUnit, build_dir: Path) -> Path:

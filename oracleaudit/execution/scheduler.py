@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from oracleaudit.errors import OracleAuditError
+from oracleaudit.execution.build import MAX_VARIANTS_PER_EXTENSION
 from oracleaudit.execution.plan import JOB_SIZE, take_slice, variants_to_run, warm_jobs
 from oracleaudit.execution.protocol import ORIGINAL, Job
 from oracleaudit.execution.recorder import Recorder, RunResult
@@ -32,19 +33,32 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def _prebuild(job: Job) -> tuple[float, bool, dict[str, str]]:
-    """Build a job's extensions so its workers find them built (CPU work); returns the seconds spent,
-    whether it built, and the mutants whose clones do not build. A failure is left to the worker, which
-    meets it again and reports it."""
+def _prebuild(job: Job, name: str | None = None) -> tuple[float, bool, dict[str, str]]:
+    """Build a job's extensions (or its extension `name` alone) so its workers find them built (CPU work);
+    returns the seconds spent, whether it built, and the mutants whose clones do not build (a whole job's
+    build only). A failure is left to the worker, which meets it again and reports it."""
     from oracleaudit.execution import build as builds
 
     started = time.perf_counter()
+    mutants = [Mutant(**m) for m in job.mutants]
     try:
-        _, _, dropped = builds.build_isolating(Path(job.solution), [Mutant(**m) for m in job.mutants],
-                                               Path(job.build_dir))
+        if name is not None:
+            builds.build_extension(Path(job.solution), mutants, Path(job.build_dir), name)
+            return time.perf_counter() - started, True, {}
+        _, _, dropped = builds.build_isolating(Path(job.solution), mutants, Path(job.build_dir))
     except Exception:
         return time.perf_counter() - started, False, {}
     return time.perf_counter() - started, True, dropped
+
+
+def _extensions(job: Job) -> list[tuple[str, int]]:
+    """A job's extensions as (name, variants); none where its build cannot even be planned."""
+    from oracleaudit.execution import build as builds
+
+    try:
+        return builds.extensions_of(Path(job.solution), [Mutant(**m) for m in job.mutants], Path(job.build_dir))
+    except Exception:
+        return []
 
 
 def _build_process_init() -> None:
@@ -54,29 +68,67 @@ def _build_process_init() -> None:
     os.environ["MAX_JOBS"] = "2"  # load_inline compiles two files; the pool's processes use the cores
 
 
+def _wait(results, stop: threading.Event) -> None:
+    while not stop.is_set() and not all(r.ready() for r in results):
+        time.sleep(0.05)
+
+
 def prebuild_in_order(jobs: list[Job], ready: Callable[[Job, float, bool], None], stop: threading.Event,
-                      processes: int | None = None) -> None:
-    """Build every job in parallel processes, the jobs with the most variants first, and call
-    `ready(job, seconds, built)` as each is done (with the mutants that do not build in `job.unbuildable`),
-    so GPU workers start on the first built solution while the CPU cores build the rest. The pool is
-    terminated when `stop` is set."""
+                      processes: int | None = None, plan: Callable = _extensions, build: Callable = _prebuild,
+                      ) -> None:
+    """Build every job in parallel processes, each extension of a job with several (build.py) on its own, the
+    extensions with the most variants first, and call `ready(job, seconds, built)` as each job is done (with
+    the mutants that do not build in `job.unbuildable`), so GPU workers start on the first built solution
+    while the CPU cores build the rest. A job one of whose extensions fails is built again whole, where the
+    mutants whose clones do not build are found and dropped. The pool is terminated when `stop` is set.
+    `plan(job)` and `build(job, name=None)`: `_extensions` and `_prebuild` (module functions: they run in
+    spawned processes)."""
     if not jobs:
         return
-    order = sorted(range(len(jobs)), key=lambda i: -variants_to_run(jobs[i]))
     # Half the cores: with one build process per core the workers' host-side work starved (H200, cold cache:
     # 557 variants in 374 s against 775 in 331 s with half).
     processes = processes or max(1, usable_cpus() // 2)
+    at_most = sum(1 + variants_to_run(job) // MAX_VARIANTS_PER_EXTENSION for job in jobs)  # tasks, about
     context = multiprocessing.get_context("spawn")
-    with context.Pool(min(processes, len(jobs)), initializer=_build_process_init) as pool:
-        waiting = {index: pool.apply_async(_prebuild, (jobs[index],)) for index in order}
+    with context.Pool(min(processes, at_most), initializer=_build_process_init) as pool:
+        planned = [pool.apply_async(plan, (job,)) for job in jobs]
+        _wait(planned, stop)
+        if stop.is_set():
+            return
+        tasks = []  # (variants, job index, extension name: None for the whole job)
+        for index, result in enumerate(planned):
+            try:
+                extensions = result.get()
+            except Exception:  # a crashed process: the job is built whole
+                extensions = []
+            if len(extensions) > 1:
+                tasks += [(variants, index, name) for name, variants in extensions]
+            else:
+                tasks.append((variants_to_run(jobs[index]), index, None))
+        left = {index: 0 for _, index, _ in tasks}
+        for _, index, _ in tasks:
+            left[index] += 1
+        seconds, failed = dict.fromkeys(left, 0.0), set()
+        waiting = {(index, name): pool.apply_async(build, (jobs[index], name))
+                   for _, index, name in sorted(tasks, key=lambda task: (-task[0], task[1]))}
         while waiting and not stop.is_set():
-            for index in [i for i, r in waiting.items() if r.ready()]:
+            for index, name in [key for key, result in waiting.items() if result.ready()]:
                 try:
-                    seconds, built, dropped = waiting.pop(index).get()
+                    took, built, dropped = waiting.pop((index, name)).get()
                 except Exception:  # a crashed build process: the worker builds (and reports) it itself
-                    seconds, built, dropped = 0.0, False, {}
-                ready(replace(jobs[index], unbuildable=tuple(sorted(dropped.items()))), seconds, built)
-            time.sleep(0.2)
+                    took, built, dropped = 0.0, False, {}
+                seconds[index] += took
+                if name is None:
+                    ready(replace(jobs[index], unbuildable=tuple(sorted(dropped.items()))), seconds[index], built)
+                    continue
+                left[index] -= 1
+                if not built:
+                    failed.add(index)
+                if left[index] == 0 and index in failed:  # built again whole: its culprits are dropped there
+                    waiting[(index, None)] = pool.apply_async(build, (jobs[index],))
+                elif left[index] == 0:
+                    ready(replace(jobs[index], unbuildable=()), seconds[index], True)
+            time.sleep(0.05)
 
 
 def require_gpus(gpus: int | None) -> int:

@@ -14,11 +14,10 @@ probe late right now counting up to this moment; the supervisor adds what accrue
 by at most the deadline's length and not for a variant that faulted before (supervisor.py): a stall the pair
 causes itself would otherwise push its own deadline away for as long as it lasts. Should the probe process die,
 its stalls so far still count and nothing more accrues, so no deadline then grows for want of a probe. In a traced
-run (trace.py) each late probe is a `gpu_stall` event. A run starts the watch with `oracleaudit run --stall-watch`.
-On shard 3 of the bundled run, traced with it on an H100 (bench/results/trace_rates_watch3.json), no healthy
-variant timed out, the standstills fell from 47.7 to 28.7 s and the seconds with a hung kernel spinning from 341
-to 197. It stays off by default until the run's GPU tests have passed with it on (they expect one deadline for a
-hang, not a wait to twice it).
+run (trace.py) each late probe is a `gpu_stall` event. `oracleaudit run` starts the watch unless told
+`--no-stall-watch`: on shard 3 of the bundled run, traced with it on an H100 (bench/results/trace_rates_watch3.json),
+no healthy variant timed out, the standstills fell from 47.7 to 28.7 s and the seconds with a hung kernel spinning
+from 341 to 197.
 """
 
 from __future__ import annotations

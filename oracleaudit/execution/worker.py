@@ -384,12 +384,18 @@ class JobRun:
         return self.solutions[variant.key]
 
     def _fresh_model(self, variant, solution):
-        templates = self.templates.get(variant.key)
-        if templates is None:
-            templates = self.templates[variant.key] = ModelTemplates(solution.ModelNew, self.device, self.on_host,
-                                                                     self.weight_seed)
-        with self.clock("load"):
-            return templates.fresh(None, self.init)  # one set of init args per group
+        """The variant's model for the next pair, made before the pair starts (a shape group's first one, its
+        weights initialised, takes a tenth of a second and more: no part of a deadline, nor of the original's
+        time that sets them); what its construction raised, if it failed, to be the pair's outcome."""
+        try:
+            templates = self.templates.get(variant.key)
+            if templates is None:
+                templates = self.templates[variant.key] = ModelTemplates(solution.ModelNew, self.device,
+                                                                         self.on_host, self.weight_seed)
+            with self.clock("load"):
+                return templates.fresh(None, self.init)  # one set of init args per group
+        except Exception as err:
+            return err
 
     def _drop_templates_over_budget(self) -> None:
         while len(self.templates) > 1 and sum(t.bytes() for t in self.templates.values()) > TEMPLATE_BUDGET_BYTES:
@@ -404,6 +410,7 @@ class JobRun:
         # (a reference another worker is computing or writing) is no part of the variant's deadline.
         solution = self._solution(variant)
         gpu = None if isinstance(solution, BaseException) else self._gpu_entry(entry)
+        model = None if gpu is None else self._fresh_model(variant, solution)
         mark("pair", variant=variant.key, input=entry.key)
         self.send(Started(variant.key, entry.key))
         if gpu is None:
@@ -414,7 +421,9 @@ class JobRun:
         try:
             # No synchronisation here: the pair's one transfer comes after the evidence (an asynchronous
             # fault of the kernel surfaces there, and is its crash).
-            begin, end, first, second = self._execute(variant, solution, gpu)
+            if isinstance(model, BaseException):
+                raise model
+            begin, end, first, second = self._execute(model, gpu)
         except Exception as err:
             traceback.print_exc()
             rows = [row(variant.key, job.problem, where, 0, status_of(err), type(err).__name__, first_line(err),
@@ -438,14 +447,13 @@ class JobRun:
                                              first_line(err), None, None, self.mode(entry), None, None)], err)
         self._send_rows(variant, entry, rows)
 
-    def _execute(self, variant, solution, gpu: GpuEntry) -> tuple:
+    def _execute(self, model_new, gpu: GpuEntry) -> tuple:
         """Kernel → reference → kernel on a fresh model and a fresh copy of the input, not synchronised:
         the events timing the first run, the first run's outputs (cloned) and the second's."""
         import torch
 
         from oracleaudit.pool import math_flags
 
-        model_new = self._fresh_model(variant, solution)
         with self.clock("execution"), torch.no_grad(), math_flags(gpu.entry.math_mode):
             inputs = map_tensors(gpu.inputs, lambda t: t.clone())
             poison_blocks(gpu.ref32)  # what the outputs' memory holds before the kernel writes (guard.py)
@@ -467,11 +475,14 @@ class JobRun:
         if isinstance(solution, BaseException):
             return
         gpu = self._gpu_entry(entry)
+        model = self._fresh_model(variant, solution)
         mark("pair", variant=variant.key, input=entry.key, replay=True)
         self.send(Started(variant.key, entry.key, replay=True))
         with self.clock.instead("replay"):
             try:
-                self._execute(variant, solution, gpu)
+                if isinstance(model, BaseException):
+                    raise model
+                self._execute(model, gpu)
                 torch.cuda.synchronize(self.device)
             except Exception as err:
                 if is_out_of_memory(err):

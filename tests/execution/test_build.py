@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from oracleaudit.errors import OracleAuditError
 from oracleaudit.execution import build
 from oracleaudit.mutation import find_mutants
 from oracleaudit.mutation.catalog import load_catalog, select_rules
@@ -109,6 +110,16 @@ def test_more_variants_than_one_extension_holds_are_split_into_chunks_that_each_
     assert all(e.variants[0].key == "original" for e in plan.extensions)
     covered = [v.key for e in plan.extensions for v in e.variants if v.key != "original"]
     assert covered == [m.id for m in mutants]
+
+
+def test_chunks_are_of_equal_size_and_each_can_be_built_alone_by_its_name(tmp_path: Path) -> None:
+    mutants = softmax_mutants(8)  # nine variants at most four to a chunk: three of three, not 4 + 4 + 1
+    plan = build.plan_build(SOFTMAX, mutants, max_variants=4)
+    assert [len(e.variants) for e in plan.extensions] == [3, 4, 4]
+    listed = build.extensions_of(SOFTMAX, mutants, tmp_path)  # as build_isolating plans them (default size)
+    assert listed == [(e.name, len(e.variants)) for e in build.plan_build(SOFTMAX, mutants).extensions]
+    with pytest.raises(OracleAuditError, match="no extension oa_missing"):
+        build.build_extension(SOFTMAX, mutants, tmp_path, "oa_missing")
 
 
 def test_a_mutant_of_a_changed_file_is_refused(tmp_path: Path) -> None:

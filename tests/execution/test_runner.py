@@ -104,6 +104,47 @@ def test_prebuilding_reports_each_job_once_and_whether_it_built(workdir: Path) -
     assert sorted(handed) == sorted([(stale.solution, False), (gone.solution, False)])
 
 
+def _listed_extensions(job) -> list[tuple[str, int]]:
+    """A build plan read from the job's build folder (the prebuild test's stand-in for build.extensions_of)."""
+    import json
+
+    return [tuple(e) for e in json.loads((Path(job.build_dir) / "extensions.json").read_text())]
+
+
+def _logged_build(job, name: str | None = None) -> tuple[float, bool, dict[str, str]]:
+    """A build that logs what it was asked for, fails for the extension "bad", and (a whole job's) drops m1."""
+    with (Path(job.build_dir).parent / "log").open("a") as log:
+        log.write(f"{Path(job.build_dir).name} {name}\n")
+    return 1.0, name != "bad", {"m1": "error: x"} if name is None else {}
+
+
+def test_each_extension_of_a_job_is_prebuilt_on_its_own_the_largest_first_and_a_failure_rebuilds_it_whole(
+        workdir: Path) -> None:
+    """Job a has three extensions: they are built one by one (one process: in the order of their variants),
+    and as one fails a is built again whole once they are done (its culprits found there); job b has one
+    extension and is built whole at once. Each job is handed over once, with the seconds of all its builds."""
+    import json
+    import threading
+    from dataclasses import replace
+
+    from oracleaudit.execution.plan import variants_to_run
+
+    (job,) = plan(workdir)[0]
+    jobs = []
+    for name, extensions in [("a", [["small", 2], ["big", 90], ["bad", 40]]), ("b", [["only", 3]])]:
+        (workdir / "builds" / name).mkdir(parents=True)
+        (workdir / "builds" / name / "extensions.json").write_text(json.dumps(extensions))
+        jobs.append(replace(job, build_dir=str(workdir / "builds" / name)))
+    handed = []
+    runner.prebuild_in_order(jobs, lambda j, seconds, built: handed.append((Path(j.build_dir).name, j.unbuildable,
+                                                                           seconds, built)),
+                             threading.Event(), processes=1, plan=_listed_extensions, build=_logged_build)
+    order = (workdir / "builds" / "log").read_text().split("\n")[:-1]
+    assert [line for line in order if line.startswith("a")] == ["a big", "a bad", "a small", "a None"]
+    assert order.index("b None") == sum(v >= variants_to_run(job) for v in (90, 40, 2))  # whole: all its variants
+    assert sorted(handed) == [("a", (("m1", "error: x"),), 4.0, True), ("b", (("m1", "error: x"),), 1.0, True)]
+
+
 def test_each_job_carries_the_cover_of_the_oracles_it_is_planned_for(workdir: Path) -> None:
     from functools import partial
 
