@@ -17,7 +17,7 @@ from oracleaudit.execution.build import MAX_VARIANTS_PER_EXTENSION
 from oracleaudit.execution.plan import JOB_SIZE, take_slice, variants_to_run, warm_jobs
 from oracleaudit.execution.protocol import ORIGINAL, Job
 from oracleaudit.execution.recorder import Recorder, RunResult
-from oracleaudit.execution.stalls import StallWatch
+from oracleaudit.execution.stalls import StallWatch, Teardowns
 from oracleaudit.execution.supervisor import Supervisor
 from oracleaudit.execution.trace import mark
 from oracleaudit.mutant import Mutant
@@ -337,8 +337,10 @@ class Scheduler:
         feeder.start()
         hand_off = (lambda job: self.work.put(job, first=True)) if self.hand_off else None
         watches = [self.watch(gpu).start() for gpu in range(self.gpus)] if self.watch is not None else []
+        teardowns = [Teardowns() for _ in range(self.gpus)]
         supervisors = [Supervisor(slot % self.gpus, self.recorder, stop=self.stop, hand_off=hand_off,
-                                  stalled=watches[slot % self.gpus].stalled if watches else None, **self.supervise)
+                                  stalled=watches[slot % self.gpus].stalled if watches else None,
+                                  teardowns=teardowns[slot % self.gpus], **self.supervise)
                        for slot in range(self.slots)]
         try:
             self._supervise(supervisors)

@@ -22,14 +22,17 @@ from 341 to 197.
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
+import threading
 import time
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from oracleaudit.execution.trace import mark
 
-__all__ = ["GRACE_S", "PERIOD_S", "StallWatch"]
+__all__ = ["GRACE_S", "PERIOD_S", "StallWatch", "Teardowns"]
 
 PERIOD_S = 0.05  # between the end of one probe and the start of the next
 GRACE_S = 0.25  # a probe taking longer than this is stalled for the rest (it takes milliseconds, spinners or not)
@@ -107,3 +110,39 @@ class StallWatch:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class Teardowns:
+    """The kills of one GPU's workers, each from the kill to its reap (`during()`), shared by that GPU's supervisors.
+    While the driver tears a worker down the whole GPU can stand still: in a traced shard an 18.7 s standstill
+    ended with the reap of a hung worker killed 11.9 s before, and a healthy pair beside it (a 0.03 ms kernel)
+    missed its deadline lengthened by the stall's capped part (bench/results/trace_rates_reland3.json)."""
+
+    KEEP_S = 900.0  # a kill ended longer ago than this is forgotten (no pair runs that long)
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.spans: list[list[float]] = []  # [killed, reaped]; reaped is inf while the kill is in flight
+
+    @contextmanager
+    def during(self) -> Iterator[None]:
+        now = time.monotonic()
+        span = [now, math.inf]
+        with self.lock:
+            self.spans = [old for old in self.spans if old[1] > now - self.KEEP_S] + [span]
+        try:
+            yield
+        finally:
+            span[1] = time.monotonic()
+
+    def seconds_since(self, since: float) -> float:
+        """The seconds since `since` during which at least one kill was in flight (overlapping kills once)."""
+        now = time.monotonic()
+        with self.lock:
+            spans = sorted((max(start, since), min(end, now)) for start, end in self.spans if end > since)
+        total, reach = 0.0, since
+        for start, end in spans:
+            if end > reach:
+                total += end - max(start, reach)
+                reach = end
+        return total

@@ -8,7 +8,8 @@ of its own:
   original's is `ORIGINAL_TIMEOUT_S`) has its worker killed, the pair recorded as Timeout and the variant's other
   inputs still to observe as *inferred* Timeout rows. A worker held up by the whole GPU is not the variant's hang:
   with a stall watch the deadline is later by the seconds the GPU stalled during the pair (`stalled()`: stalls.py;
-  by at most the deadline's length, and not for a variant that crashed or hung before: `_extended`); without one
+  by at most the deadline's length plus the seconds another worker of the GPU was being killed meanwhile, and not
+  for a variant that crashed or hung before: `_extended`); without one
   a pair past its deadline is waited for in place to `RETRY_DEADLINE_FACTOR` times it. (Killed at the first
   deadline and run again, a hang cost two kills, and while the driver tears a hung worker down (1.3-3.4 s,
   median) pairs start at 0.2-0.6 of the run's rate: bench/results/restart_cost.json);
@@ -37,16 +38,13 @@ a replay that crashes or hangs drops that variant's replay and the job goes on. 
 hung is deferred: its remaining inputs run in a job of its own, so that its next crashes (it usually crashes
 again) cost no replay of the others, whose history grows with every input. Given `hand_off`, that job goes
 back to the run's queue at once, with what the supervisor knew of the variant (`Job.faults`, the original's
-times), for any slot to take; else (or when it is the slice's last variant) it runs here after the others'.
-Run here, a slice's faulty variants were its tail: in shards 3-5 the slots were idle 20% of the time, mostly
-waiting for the last slices of a shard.
+times), for any slot to take; else (or when it is the slice's last variant) it runs here after the others'
+(where they were a slice's tail: in shards 3-5 the slots were idle 20% of the time).
 
-A fresh worker is forked from a server that has torch imported (`worker_context`), and still costs CUDA's
-start (0.16 s alone) and the extension's load; but the driver serialises CUDA's start with the teardown of
-dying workers' contexts (0.5-12 s each under load), so among crashing and hanging variants a new worker's
-`torch.cuda.set_device` waited 8-17 s (median; restart_cost.json). From a slot's first restart on the
-supervisor keeps `SPARES` workers started ahead (taking one starts the next). Three spares, or reaping killed
-workers off the slot's thread, showed no gain: more teardowns and starts at once each waited longer.
+A fresh worker is forked from a server that has torch imported (`worker_context`) and still pays CUDA's start,
+which the driver serialises with the teardown of dying workers' contexts (0.5-12 s each under load: a new
+worker's `set_device` waited 8-17 s, median, restart_cost.json). So from a slot's first restart on it keeps
+`SPARES` workers started ahead; three, or reaping killed workers off the slot's thread, gained nothing.
 """
 
 from __future__ import annotations
@@ -62,6 +60,7 @@ from typing import Any, Callable
 from oracleaudit.execution.ledger import Ledger, failure_row, untimed
 from oracleaudit.execution.observation import first_line
 from oracleaudit.execution.protocol import Built, Done, Failed, Fatal, Job, Memory, Ready, Rows, Started
+from oracleaudit.execution.stalls import Teardowns
 from oracleaudit.execution.trace import mark
 from oracleaudit.status import ORIGINAL, REFERENCE, Status
 
@@ -71,16 +70,15 @@ ORIGINAL_TIMEOUT_S = 600.0
 # that never end (1 mutant in 100 of the bundle), and each costs its slot the whole deadline: the floor only
 # has to absorb the noise of a pair that takes milliseconds, also with other workers sharing the GPU.
 TIMEOUT_FLOOR_S = 5.0
-# The floor on the cover inputs of a variant that hung already (at most TIMEOUT_FLOOR_S). Its kernel spins until
-# then, and every other worker's synchronisation waits out its time slice (kill_cost.json; in a traced shard pairs
-# started 17% slower beside one: trace_rates_fresh3.json). In the complete bundled run the 45 variants that hung
-# had 22 observed pairs that did not hang, whose kernels took 0.59 ms at most: 0.5 s, plus the factor times the
-# original's time on the input, leaves such a pair's whole round trip ample room.
+# The floor on the cover inputs of a variant that hung already (at most TIMEOUT_FLOOR_S): its kernel spins until
+# then, slowing every other worker (kill_cost.json; pairs started 17% slower beside one: trace_rates_fresh3.json).
+# The 45 variants that hung in the complete bundled run had 22 pairs that did not hang, of at most 0.59 ms each.
 HUNG_TIMEOUT_FLOOR_S = 0.5
 RETRY_DEADLINE_FACTOR = 2.0  # a pair past its deadline is waited for until this many times it
 SPARES = 1  # workers kept started ahead, from a slot's first restart on
 MAX_CRASHES = 3  # sticky crashes of one variant before its remaining inputs are inferred
 POLL_S = 0.5  # how often a waiting supervisor looks at the stop event
+REAP_S = 30.0  # how long a killed worker is waited for
 WORKER_PRELOAD = ("torch", "torch.utils.cpp_extension", "numpy", "oracleaudit.execution.worker",
                   "oracleaudit.execution.build", "oracleaudit.execution.measure")
 
@@ -183,16 +181,16 @@ class WorkerProcess:
     def kill(self) -> None:
         mark("kill", child=self.process.pid)
         self.process.kill()
-        self.process.join(timeout=30)
+        self.process.join(timeout=REAP_S)
         mark("reaped", child=self.process.pid)
 
     def close(self) -> None:
-        """Ask the worker to exit; kill it if it does not within 30 s."""
+        """Ask the worker to exit; kill it if it does not within `REAP_S`."""
         try:
             self.conn.send(None)
         except (BrokenPipeError, OSError):
             pass
-        self.process.join(timeout=30)
+        self.process.join(timeout=REAP_S)
         if self.process.is_alive():
             self.kill()
 
@@ -217,16 +215,16 @@ class Supervisor:
     `on_ready(total_bytes)` learns the GPU's memory from a worker's `Ready`; `hand_off(job)` queues the job of a
     variant that crashed or hung for any slot (None: it runs in this slice, after the others). `spares`: workers
     kept started ahead from the first restart on (0: each made at its fault). `stalled()`: the seconds the GPU
-    has stalled so far (`stalls.StallWatch.stalled`; none by default: then a pair past its first deadline is
-    waited for to twice it). `hung_floor_s` (at most `timeout_floor_s`) and `spares` are there to measure their
-    gains (bench/fault_tail.py, restart_cost.py)."""
+    has stalled so far (`stalls.StallWatch.stalled`; none: a pair past its first deadline is waited for to twice
+    it); `teardowns` the kills of the GPU's workers (`stalls.Teardowns`, shared by its slots). `hung_floor_s` (at
+    most `timeout_floor_s`) and `spares` are there to measure their gains (bench/fault_tail.py, restart_cost.py)."""
 
     def __init__(self, gpu: int, on_rows: Callable[[str, list[dict]], None], timeout_factor: float = 10.0,
                  timeout_floor_s: float = TIMEOUT_FLOOR_S, stop: threading.Event | None = None,
                  max_crashes: int = MAX_CRASHES, start: Callable[[int], Any] = WorkerProcess,
                  on_ready: Callable[[int], None] | None = None, hand_off: Callable[[Job], None] | None = None,
                  hung_floor_s: float = HUNG_TIMEOUT_FLOOR_S, spares: int = SPARES,
-                 stalled: Callable[[], float] | None = None):
+                 stalled: Callable[[], float] | None = None, teardowns: Teardowns | None = None):
         self.gpu = gpu
         self.on_rows = on_rows
         self.timeout_factor = timeout_factor
@@ -240,6 +238,7 @@ class Supervisor:
         self.spares_ahead = spares
         self.stalled = stalled or (lambda: 0.0)
         self.waits = stalled is None  # no stall watch: a pair past its first deadline is waited for to twice it
+        self.teardowns = teardowns or Teardowns()
         self.worker = None
         self.spares: list = []  # workers started ahead, the oldest first
         self.restarts = 0
@@ -262,7 +261,8 @@ class Supervisor:
     def _discard(self) -> None:
         """Kill the current worker and have a spare started for the next one (`spares` of them)."""
         if self.worker is not None:
-            self.worker.kill()
+            with self.teardowns.during():
+                self.worker.kill()
             self.worker = None
         if self.stop.is_set():
             return
@@ -322,9 +322,8 @@ class Supervisor:
         return result
 
     def _warm(self, job: Job) -> SliceResult:
-        """Drive a warm-up job (`Job.warm`). Its seconds count; a failure is no one's outcome (the job's own
-        slices meet it again and report it); a worker that died, failed with a dead context or outlived
-        `ORIGINAL_TIMEOUT_S` is replaced."""
+        """Drive a warm-up job (`Job.warm`). Its seconds count; a failure is no one's outcome (its slices report
+        it); a worker that died, failed with a dead context or outlived `ORIGINAL_TIMEOUT_S` is replaced."""
         result = SliceResult()
         worker = self._worker()
         sent = time.monotonic()
@@ -499,15 +498,16 @@ class Supervisor:
                                   f"inputs (last {key}); more than --max-crashes {self.max_crashes}")
 
     def _extended(self, state: Ledger) -> float:
-        """The running pair's deadline, later by the seconds the whole GPU stalled since it started (stalls.py), by
-        at most the deadline's own length, not at all for a variant that crashed or hung before: a fault's kernel
-        can stop the GPU for every process until its worker is killed (a traced 13.8 s standstill ended 0.2 s
-        after the kill of such a variant's pair), and a deadline that grew with that stall would never come."""
+        """The running pair's deadline, later by the seconds the whole GPU stalled since it started (stalls.py): by
+        at most its length plus the seconds another worker of the GPU was being killed meanwhile (at most `REAP_S`;
+        a teardown stood the GPU still for 11.9 s), not at all for a variant that crashed or hung before, whose
+        kernel can stop the GPU until it is killed (a 13.8 s standstill ended 0.2 s after such a kill)."""
         variant, key = state.current
         limit = self._limit(state, variant, key)
         if state.faulted(variant):
             return state.started + limit
-        late = min(limit, self.stalled() - state.stalled_at)
+        others = min(REAP_S, self.teardowns.seconds_since(state.started))
+        late = min(limit + others, self.stalled() - state.stalled_at)
         if late > 0:
             mark("stalled", variant=variant, input=key, seconds=round(late, 3))
         return state.started + limit + max(0.0, late)

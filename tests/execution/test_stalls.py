@@ -1,5 +1,6 @@
 """The GPU's stall watch (stalls.py): on the CPU with a scripted probe that stalls on cue; on a GPU (gpu) with the
-real probe, which a kernel spinning beside it does not stall, and whose stalls stop growing once it is gone."""
+real probe, which a kernel spinning beside it does not stall, and whose stalls stop growing once it is gone. The
+record of a GPU's worker kills (Teardowns) on a scripted clock."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import time
 
 import pytest
 
-from oracleaudit.execution.stalls import GRACE_S, StallWatch
+from oracleaudit.execution import stalls
+from oracleaudit.execution.stalls import GRACE_S, StallWatch, Teardowns
 
 STALL_AT, STALL_S = 10, 0.8  # the scripted probe's 10th beat takes 0.8 s: 0.55 s of stall past the grace
 HANG_AT = 30  # its 30th never ends
@@ -80,3 +82,31 @@ def test_on_a_gpu_the_probe_sees_no_stall_when_idle_nor_beside_a_spinning_kernel
         finally:
             spinner.kill()
             spinner.join(30)
+
+
+def test_teardowns_count_the_seconds_any_kill_was_in_flight_since_a_moment_once_each(monkeypatch) -> None:
+    """Two kills overlapping count once; one still in flight counts up to now; one reaped before the moment
+    asked about does not count; one ended longer ago than KEEP_S is forgotten when the next begins."""
+    clock = [100.0]
+    monkeypatch.setattr(stalls.time, "monotonic", lambda: clock[0])
+    teardowns = Teardowns()
+    with teardowns.during():  # 100-102: before the pair
+        clock[0] = 102.0
+    assert teardowns.seconds_since(103.0) == 0.0
+    first, second = teardowns.during(), teardowns.during()
+    clock[0] = 104.0
+    first.__enter__()  # 104-110
+    clock[0] = 106.0
+    second.__enter__()  # 106-108, within the first
+    clock[0] = 108.0
+    second.__exit__(None, None, None)
+    clock[0] = 110.0
+    first.__exit__(None, None, None)
+    clock[0] = 112.0
+    with teardowns.during():  # 112-, in flight
+        clock[0] = 115.0
+        assert teardowns.seconds_since(103.0) == pytest.approx(6.0 + 3.0)
+        assert teardowns.seconds_since(107.0) == pytest.approx(3.0 + 3.0)
+    clock[0] = 115.0 + Teardowns.KEEP_S + 1.0
+    with teardowns.during():
+        assert len(teardowns.spans) == 1

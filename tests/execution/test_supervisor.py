@@ -643,3 +643,42 @@ def test_a_stall_lengthens_a_deadline_by_at_most_its_length_and_not_that_of_a_va
     result, recorded, _ = supervise(World({("m1", INPUTS[0]): ["hang"]}), crashed_before, **endless)
     assert status(recorded, "m1", INPUTS[0]) == ("Timeout", False)
     assert 0.3 - 0.05 <= result.seconds["hung"] < 0.3 + 0.25
+
+
+def test_a_stall_while_another_worker_of_the_gpu_is_killed_lengthens_a_deadline_by_the_kill_s_seconds_too() -> None:
+    """While the driver tears another worker down the whole GPU can stand still for longer than a pair's deadline:
+    under a stall that never ends, a pair taking SLOW_S is a Timeout at twice its 0.5 s deadline when no other
+    worker is killed meanwhile, and recorded as it ends while one is (its kill in flight for 2 s); a hang beside
+    that kill is still killed, later by the kill's seconds."""
+    import time
+
+    from oracleaudit.execution.stalls import Teardowns
+
+    job = make_job(variants=(ORIGINAL, "m1"), inputs=INPUTS[:1], references=())
+
+    def beside_a_kill(action: str) -> tuple[SliceResult, dict]:
+        teardowns, began = Teardowns(), time.monotonic()
+        killing = threading.Event()
+
+        def other_slot() -> None:
+            with teardowns.during():
+                killing.set()
+                time.sleep(2.0)
+
+        threading.Thread(target=other_slot, daemon=True).start()
+        killing.wait()
+        result, recorded, _ = supervise(World({("m1", INPUTS[0]): [action]}), job, timeout_floor_s=0.5,
+                                        stalled=lambda: time.monotonic() - began, teardowns=teardowns)
+        return result, recorded
+
+    began = time.monotonic()
+    result, recorded, _ = supervise(World({("m1", INPUTS[0]): ["slow"]}), job, timeout_floor_s=0.5,
+                                    stalled=lambda: time.monotonic() - began)
+    assert status(recorded, "m1", INPUTS[0]) == ("Timeout", False) and result.hangs == 1
+
+    result, recorded = beside_a_kill("slow")
+    assert status(recorded, "m1", INPUTS[0]) == ("Ok", False) and result.hangs == 0
+
+    result, recorded = beside_a_kill("hang")
+    assert status(recorded, "m1", INPUTS[0]) == ("Timeout", False) and result.hangs == 1
+    assert 2 * 0.5 + 1.5 <= result.seconds["hung"] < 2 * 0.5 + 2.0 + 0.6
