@@ -2,7 +2,9 @@
 first pair started, when a hung variant's kernel spun (from the pair's start in its worker to the worker's reaping
 after the supervisor's timeout) and how many pairs started per second with none, one or more of them spinning; with
 --profile, the workers' merged cProfile statistics (ORACLEAUDIT_PROFILE, merged by pstats) as the functions with the
-most cumulative seconds.
+most cumulative seconds. "pairs_at_quiet_rate_s": the seconds the run's pairs would take at the rate it reached with
+no hung kernel spinning (the span from first to last pair less these: what the spinning cost, the mix of problems
+aside).
 
 A run is traced with ORACLEAUDIT_TRACE=DIR (execution/trace.py); the device call that made the figures of
 bench/results/trace_rates_fresh3.json:
@@ -71,6 +73,7 @@ def rates(events: list[dict], step: float = 1.0) -> dict:
         started = bisect.bisect_left(pairs, t + step) - bisect.bisect_left(pairs, t)  # pairs in [t, t + step)
         bins.setdefault(min(spinning, 2), []).append(started)
         t += step
+    quiet = sum(bins.get(0, ())) / (len(bins.get(0, ())) * step) if bins.get(0) else 0.0
     return {
         "builds_done_s": sorted(round(e["t"] - start, 1) for e in events if e["event"] == "job_built"),
         "first_pair_s": round(pairs[0], 1),
@@ -81,6 +84,8 @@ def rates(events: list[dict], step: float = 1.0) -> dict:
         "pairs_per_s_by_spinning": {("2+" if k == 2 else str(k)): {"seconds": len(v) * step,
                                                                   "pairs_per_s": round(sum(v) / (len(v) * step), 1)}
                                     for k, v in sorted(bins.items())},
+        # what the run's pairs would take at its rate with nothing spinning
+        "pairs_at_quiet_rate_s": round(len(pairs) / quiet, 1) if quiet else None,
     }
 
 

@@ -38,6 +38,8 @@ def test_a_hung_pair_spins_from_its_start_to_its_reaping_and_the_rates_are_split
     assert spinning["1"] == {"seconds": 3.0, "pairs_per_s": round(31 / 3, 1)}
     # 10-12 s and 15-19 s (whole seconds up to the last pair at 19.9 s): 60 of worker 7's pairs, 1 of worker 8's
     assert spinning["0"] == {"seconds": 6.0, "pairs_per_s": round(61 / 6, 1)}
+    # all 102 pairs at that rate
+    assert figures["pairs_at_quiet_rate_s"] == round(102 / (61 / 6), 1) == 10.0
 
 
 def test_a_folder_without_a_traced_run_or_a_missing_profile_is_one_error_line(tmp_path) -> None:
