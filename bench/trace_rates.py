@@ -73,7 +73,7 @@ def rates(events: list[dict], step: float = 1.0) -> dict:
         started = bisect.bisect_left(pairs, t + step) - bisect.bisect_left(pairs, t)  # pairs in [t, t + step)
         bins.setdefault(min(spinning, 2), []).append(started)
         t += step
-    quiet = sum(bins.get(0, ())) / (len(bins.get(0, ())) * step) if bins.get(0) else 0.0
+    quiet = bins.get(0, [])  # pairs started in each step with nothing spinning
     return {
         "builds_done_s": sorted(round(e["t"] - start, 1) for e in events if e["event"] == "job_built"),
         "first_pair_s": round(pairs[0], 1),
@@ -84,8 +84,7 @@ def rates(events: list[dict], step: float = 1.0) -> dict:
         "pairs_per_s_by_spinning": {("2+" if k == 2 else str(k)): {"seconds": len(v) * step,
                                                                   "pairs_per_s": round(sum(v) / (len(v) * step), 1)}
                                     for k, v in sorted(bins.items())},
-        # what the run's pairs would take at its rate with nothing spinning
-        "pairs_at_quiet_rate_s": round(len(pairs) / quiet, 1) if quiet else None,
+        "pairs_at_quiet_rate_s": round(len(pairs) * len(quiet) * step / sum(quiet), 1) if sum(quiet) else None,
     }
 
 
