@@ -15,7 +15,9 @@
              With --pinned 0,1 each count also runs with the worker's model templates on the host (input by
              input) and its host entries (variant by variant: each pair copies its input and references to the
              GPU) in pageable memory (0, as before) and in pinned memory (1: asynchronous copies;
-             models.PINNED_ENV), and the ratio of pairs per second of 1 over 0 is printed. With --spinners 0,1
+             models.PINNED_ENV), and the ratio of pairs per second of 1 over 0 is printed; with --pinned variant,1
+             the host entries of input-by-input runs stay pageable in the first (worker._pins: the policy
+             before they were pinned too). With --spinners 0,1
              each count also runs beside that many processes whose kernels spin (a hung mutant's kernel until its
              deadline: kill_cost.py), and the ratio of pairs per second to the first count is printed. With
              --job-size N the sample's jobs are cut into slices of at most N variants (the run's JOB_SIZE by
@@ -312,9 +314,10 @@ def main() -> None:
                         metavar="N,N,...",
                         help="the most hull candidates finished on the CPU (evidence_kernels.HOST_PAIRS_ENV), "
                              "timed side by side (2048: none after the first transfer); default the package's")
-    parser.add_argument("--pinned", default="", metavar="0,1",
-                        help="model templates on the host and host entries copied for every pair in pageable (0) "
-                             "or pinned (1) memory, timed side by side; default the package's (pinned)")
+    parser.add_argument("--pinned", default="", metavar="0,1,variant",
+                        help="model templates on the host and host entries in pageable (0) or pinned (1) memory, "
+                             "or host entries pinned variant by variant only (variant: the policy before), timed "
+                             "side by side; default the package's (pinned)")
     parser.add_argument("--spinners", type=lambda text: _counts(text, "spinning kernel counts", low=0), default=[],
                         metavar="N,N,...", help="each run also beside each of these numbers of processes whose "
                         "kernel spins, as a hung mutant's does until its deadline (default none)")
@@ -332,9 +335,9 @@ def main() -> None:
     orders = args.orders.split(",")
     if not orders or set(orders) - {"auto", "variant"}:
         parser.error(f"--orders takes auto and variant, got {args.orders!r}")
-    pinned = [int(x) for x in args.pinned.split(",")] if re.fullmatch(r"[01](,[01])*", args.pinned) else []
+    pinned = args.pinned.split(",") if re.fullmatch(r"(0|1|variant)(,(0|1|variant))*", args.pinned) else []
     if args.pinned and not pinned:
-        parser.error(f"--pinned takes 0 and 1, got {args.pinned!r}")
+        parser.error(f"--pinned takes 0, 1 and variant, got {args.pinned!r}")
 
     from bench.worker_cost import prebuild
 

@@ -246,7 +246,7 @@ def entry_run(pinned_budget_left: bool = True) -> tuple[worker.JobRun, HostEntry
     host = HostEntry(SimpleNamespace(key="k"), [torch.randn(3, 5), (torch.arange(6).reshape(2, 3).t(), 7)],
                      [torch.randn(4)], [torch.randn(4).double()])
     run.host = OrderedDict(k=host)
-    run.pin_entries = run._pins()
+    run.pin_entries = run._pins(False)
     return run, host
 
 
@@ -281,6 +281,27 @@ def test_entries_over_the_pinned_budget_stay_in_pageable_memory(monkeypatch) -> 
     gpu = run._gpu_entry(host.entry)
     assert not host.pinned and not any(t.is_pinned() for t in worker.tensors(host.inputs))
     assert torch.equal(gpu.ref64[0].cpu(), host.ref64[0])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("setting", [None, "variant"])
+def test_input_by_input_an_entry_is_pinned_and_those_pinned_before_leave_the_host(monkeypatch, setting) -> None:
+    """Input by input an entry goes to the GPU once a group: from pinned memory, unless the benchmark switch
+    keeps the policy before (pageable); the entries pinned before it leave the host, so the pinned budget
+    holds the entry in use, not those done with."""
+    if setting is not None:
+        monkeypatch.setenv(PINNED_ENV, setting)
+    run, first = entry_run()
+    run.on_host = True
+    run.pin_entries = run._pins(True)
+    second = HostEntry(SimpleNamespace(key="m"), [torch.randn(3, 5)], [torch.randn(4)], [torch.randn(4).double()])
+    run.host["m"] = second
+    run._gpu_entry(first.entry)
+    gpu = run._gpu_entry(second.entry)
+    pinned = setting is None
+    assert first.pinned is pinned and second.pinned is pinned
+    assert list(run.host) == (["m"] if pinned else ["k", "m"])
+    assert torch.equal(gpu.inputs[0].cpu(), second.inputs[0]) and torch.equal(gpu.ref64[0].cpu(), second.ref64[0])
 
 
 def test_the_phase_clock_hands_out_each_second_once_and_nothing_while_a_phase_runs(monkeypatch) -> None:

@@ -158,10 +158,19 @@ def test_pinned_ratios_hold_the_other_settings_alike() -> None:
     assert pair_cost.setting_ratios(workers, "pinned", 1, 0) == {"8 order=auto host_pairs=2048": 1.8}
 
 
-def test_a_pinned_value_other_than_0_or_1_is_refused() -> None:
+def test_a_pinned_value_other_than_0_1_or_variant_is_refused() -> None:
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "pair_cost.py"), "--mutants", "x", "--pinned", "2"],
                           capture_output=True, text=True, cwd=ROOT)
-    assert done.returncode == 2 and "--pinned takes 0 and 1" in done.stderr
+    assert done.returncode == 2 and "--pinned takes 0, 1 and variant" in done.stderr
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "pair_cost.py"), "--mutants", "x", "--pinned",
+                           "variant,1,always"], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 2 and "--pinned takes 0, 1 and variant" in done.stderr
+
+
+def test_pinned_ratios_compare_the_variant_policy_with_the_package_s() -> None:
+    workers = [{"workers_per_gpu": 8, "order": "auto", "pinned": "variant", "pairs_per_s": 100.0},
+               {"workers_per_gpu": 8, "order": "auto", "pinned": "1", "pairs_per_s": 125.0}]
+    assert pair_cost.setting_ratios(workers, "pinned", "1", "variant") == {"8": 1.25}
 
 
 def test_a_job_size_below_1_is_refused() -> None:

@@ -518,7 +518,8 @@ def test_side_by_side_lets_every_call_end_before_it_raises_the_first_error() -> 
     assert ended.is_set()
 
 
-@pytest.mark.parametrize("case", ["rounding", "proportional", "ties", "collinear", "wide", "thinned", "rounded"])
+@pytest.mark.parametrize("case", ["rounding", "proportional", "ties", "collinear", "wide", "thinned", "rounded",
+                                  "huge"])
 @pytest.mark.parametrize("device_passes_above", [0, 4096])
 def test_the_numpy_hull_of_cpu_candidates_equals_the_torch_hull_point_for_point(case, device_passes_above,
                                                                                 monkeypatch):
@@ -544,6 +545,9 @@ def test_the_numpy_hull_of_cpu_candidates_equals_the_torch_hull_point_for_point(
     elif case == "wide":
         r = 10.0 ** gen.uniform(-30, 30, n)
         d = r * 10.0 ** gen.uniform(-8, -1, n)
+    elif case == "huge":  # the chain's turns decided on scaled copies (the largest r times its d overflows)
+        r = r * 1e200
+        d = r * 1e-50 * (1 + gen.uniform(0, 1e-3, n))  # a long front: the device passes run on it
     elif case == "thinned":  # a concave curve: every point a chain vertex, more than MAX_HULL_POINTS of them
         r = np.linspace(0.0, 1.0, 4 * MAX_HULL_POINTS + 1)
         d = np.sqrt(r) + 1e-3
@@ -562,3 +566,18 @@ def test_the_numpy_hull_of_cpu_candidates_equals_the_torch_hull_point_for_point(
         assert got[2:] == want[2:]
         assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()
     assert case != "thinned" or not got[2]
+
+
+@pytest.mark.parametrize("kept", [0, 1, 40, 41, 900])
+def test_the_kept_points_come_back_in_order_with_their_count_in_one_transfer(kept) -> None:
+    """measure._first_kept: the count of the mask and its first `room` columns, as boolean indexing gives them."""
+    from oracleaudit.execution.measure import _first_kept
+
+    gen = torch.Generator().manual_seed(kept)
+    points = torch.randn(2, 1000, generator=gen, dtype=torch.float64)
+    mask = torch.zeros(1000, dtype=torch.bool)
+    mask[torch.randperm(1000, generator=gen)[:kept]] = True
+    count, values = _first_kept(points, mask, 40)
+    assert count == kept
+    want = points[:, mask][:, :40].numpy()
+    assert values[:, :min(kept, 40)].tobytes() == want.tobytes()
