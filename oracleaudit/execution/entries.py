@@ -4,10 +4,23 @@ stray writes). worker.py makes and uses them."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
+from oracleaudit.execution.models import PINNED_ENV
 from oracleaudit.tensors import map_tensors, tensor_bytes
+
+
+def pins(device: str, by_input: bool) -> bool:
+    """Whether host entries are pinned before they go to the GPU: on CUDA, in either pair order, unless PINNED_ENV
+    is 0 (or "variant": variant by variant only, the policy before, for benchmarks). A copy from pageable memory is
+    staged by the driver and waits for everything the worker queued; input by input such copies were 0.58
+    synchronisations and 419 of 1,190 device microseconds a pair (bench/results/pair_cost_kernels.json)."""
+    import torch
+
+    setting = os.environ.get(PINNED_ENV)
+    return torch.device(device).type == "cuda" and setting != "0" and not (by_input and setting == "variant")
 
 
 @dataclass

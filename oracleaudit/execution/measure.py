@@ -410,29 +410,25 @@ def _front_hull_torch(r: torch.Tensor, d: torch.Tensor, dtype: torch.dtype
                       ) -> tuple[np.ndarray, np.ndarray, bool, float]:
     _, _, rel, absolute = margins(dtype)
     r, d, front = _sorted_front(r, d)
-    # 3. Its upper-left convex chain (on the CPU, after the first passes on the device where the front is
-    # long), then 4. every point the chain does not prove redundant.
-    # (Each synchronisation with the device waits for the other workers' time slices: few of them, and each
-    # transfer of both coordinates at once.)
+    # 3. Its upper-left convex chain (on the CPU, after the first passes on the device where the front is long), then
+    # 4. every point the chain does not prove redundant. Each wait for the device waits out other workers' slices too.
     fr, fd = torch.stack([r, d])[:, front]
     if len(fr) > DEVICE_PASSES_ABOVE:
         fr, fd = _inner_points_dropped(fr, fd)
     vr, vd = convex_chain(*torch.stack([fr, fd]).cpu().numpy())
     room = MAX_HULL_POINTS - len(vr)  # the most envelope points a complete hull has room for
-    if room < 0:
-        return _chain_hull(vr, vd)
-    chain = torch.from_numpy(np.stack([vr, vd])).to(r.device)
-    count, kept = _first_kept(torch.stack([r, d]), _envelope_mask(r, d, chain[0], chain[1], rel, absolute), room)
-    if count <= room:
-        return _complete_hull(kept[0, :count], kept[1, :count], vr, vd)
+    if room >= 0:
+        chain = torch.from_numpy(np.stack([vr, vd])).to(r.device)
+        count, kept = _first_kept(torch.stack([r, d]), _envelope_mask(r, d, chain[0], chain[1], rel, absolute), room)
+        if count <= room:
+            return _complete_hull(kept[0, :count], kept[1, :count], vr, vd)
     return _chain_hull(vr, vd)
 
 
 def _first_kept(points: torch.Tensor, mask: torch.Tensor, room: int) -> tuple[int, np.ndarray]:
-    """How many columns of `points` (2 × n) `mask` keeps, and the first `room` of them in order, on the host in
-    one transfer (gathering them with boolean indexing would wait for the device once more, to size the result)."""
-    slot = (torch.cumsum(mask, 0) - 1).clamp(max=room)
-    slot = torch.where(mask, slot, room)  # column `room` takes every point not kept or beyond the room: unread
+    """How many columns of `points` (2 × n) `mask` keeps and the first `room` of them, in order, in one transfer
+    (boolean indexing would wait for the device once more, to size its result). Column `room` is never read."""
+    slot = torch.where(mask, (torch.cumsum(mask, 0) - 1).clamp(max=room), room)
     gathered = points.new_zeros(2, room + 1).scatter_(1, slot.expand(2, -1), points)
     count, values = fetch([mask.sum().reshape(1), gathered])
     return int(count[0]), values.reshape(2, room + 1)
@@ -456,8 +452,7 @@ def _inner_points_dropped(r: torch.Tensor, d: torch.Tensor) -> tuple[torch.Tenso
     the same float64 operations (each rounded alike on every device), so that convex_chain then gets the
     points its own passes would have left: a proportional error makes a front of every element, which would
     otherwise cross to the host and be sorted there."""
-    # convex_chain's scaling, decided on the device (the same float64 product and quotients; no wait for it)
-    huge = r[-1] * d[-1] > 1e300
+    huge = r[-1] * d[-1] > 1e300  # convex_chain's scaling, decided on the device: the same float64 arithmetic
     x, y = torch.where(huge, r / r[-1], r), torch.where(huge, d / d[-1], d)
     index = torch.arange(len(r), device=r.device)
     for _ in range(DEVICE_PASSES):  # each pass waits for the device once; the host's chain goes on from here

@@ -16,7 +16,8 @@ and every variant's template is kept on the host, out of reach of another varian
 input's working set is smaller than the Model's weights and the group's inputs fit in host memory; then variant
 by variant, one template at a time on the GPU, each pair copying its input and references to the GPU. In either
 order an entry goes to the GPU from pinned memory (within `PINNED_BUDGET_BYTES`; a copy from pageable memory waits
-for everything the worker queued, and input by input it once took a third of a pair's device time). The original runs first on every input, so the supervisor knows its time before any mutant's deadline.
+for everything the worker queued, and input by input it once took a third of a pair's device time). The original
+runs first on every input, so the supervisor knows its time before any mutant's deadline.
 A fresh worker that continues a slice first runs again, unrecorded and in their place in that order, the pairs
 of `Job.replay` (inputs recorded in a process that died for another variant's fault): a variant's state across
 inputs does not depend on its neighbours in the slice.
@@ -44,9 +45,9 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable
 
-from oracleaudit.execution.entries import GpuEntry, HostEntry
+from oracleaudit.execution.entries import GpuEntry, HostEntry, pins
 from oracleaudit.execution.guard import bits, checksums, poison_blocks
-from oracleaudit.execution.models import PINNED_ENV, ModelTemplates, entry_init
+from oracleaudit.execution.models import ModelTemplates, entry_init
 from oracleaudit.execution.observation import context_alive, first_line, is_out_of_memory, row, status_of
 from oracleaudit.execution.phases import PhaseClock, profiled
 from oracleaudit.execution.plan import input_runs
@@ -203,7 +204,7 @@ class JobRun:
         self.model64 = None
         self.host: OrderedDict[str, HostEntry] = OrderedDict()
         self.gpu: GpuEntry | None = None
-        self.pin_entries = False  # entries go to the GPU from pinned memory (`_pins`)
+        self.pin_entries = False  # entries go to the GPU from pinned memory (`entries.pins`)
         self.templates: dict[str, ModelTemplates] = {}
         self.pending_references = {e.key for e in group if e.key in job.record_references}
         pairs = [(v, e, e.key not in self.todo.get(v.key, ())) for v in self.variants for e in group
@@ -214,7 +215,7 @@ class JobRun:
                 index = {e.key: i for i, e in enumerate(group)}
                 pairs.sort(key=lambda p: (index[p[1].key], self.variants.index(p[0])))
             self.on_host = by_input
-            self.pin_entries = self._pins(by_input)
+            self.pin_entries = pins(self.device, by_input)
             for variant, entry, replay in pairs:
                 if by_input:
                     self._drop_templates_over_budget()
@@ -319,7 +320,7 @@ class JobRun:
                 if self.on_host:  # input by input each entry goes to the GPU once a group: those before are done
                     for key in [key for key, kept in self.host.items() if kept.pinned and key != entry.key]:
                         del self.host[key]
-                if self._pinned_bytes() + host.bytes <= PINNED_BUDGET_BYTES:
+                if sum(h.bytes for h in self.host.values() if h.pinned) + host.bytes <= PINNED_BUDGET_BYTES:
                     host.pin()
 
             def move(t):
@@ -332,20 +333,6 @@ class JobRun:
         if entry.key in self.pending_references:
             self._record_reference(gpu)
         return gpu
-
-    def _pins(self, by_input: bool) -> bool:
-        """Whether host entries are pinned before they go to the GPU: on CUDA, in either order, unless PINNED_ENV
-        is 0 (or "variant": variant by variant only, the policy before, for benchmarks). A copy from pageable
-        memory is staged by the driver and waits for everything the worker queued; input by input such copies
-        were 0.58 synchronisations and 419 of 1,190 device microseconds a pair (bench/pair_cost.py)."""
-        import torch
-
-        setting = os.environ.get(PINNED_ENV)
-        return (torch.device(self.device).type == "cuda" and setting != "0"
-                and not (by_input and setting == "variant"))
-
-    def _pinned_bytes(self) -> int:
-        return sum(h.bytes for h in self.host.values() if h.pinned)
 
     def _sums(self, gpu: GpuEntry):
         """The checksums of what the GPU keeps for the pairs of this entry, on the GPU (no transfer): the Models'

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from oracleaudit.execution import guard, phases, worker
-from oracleaudit.execution.entries import HostEntry
+from oracleaudit.execution.entries import HostEntry, pins
 from oracleaudit.execution.models import PINNED_ENV, ModelTemplates
 from oracleaudit.kernelbench import WEIGHT_SEED
 
@@ -246,7 +246,8 @@ def entry_run(pinned_budget_left: bool = True) -> tuple[worker.JobRun, HostEntry
     host = HostEntry(SimpleNamespace(key="k"), [torch.randn(3, 5), (torch.arange(6).reshape(2, 3).t(), 7)],
                      [torch.randn(4)], [torch.randn(4).double()])
     run.host = OrderedDict(k=host)
-    run.pin_entries = run._pins(False)
+    run.on_host = False
+    run.pin_entries = pins(run.device, False)
     return run, host
 
 
@@ -293,7 +294,7 @@ def test_input_by_input_an_entry_is_pinned_and_those_pinned_before_leave_the_hos
         monkeypatch.setenv(PINNED_ENV, setting)
     run, first = entry_run()
     run.on_host = True
-    run.pin_entries = run._pins(True)
+    run.pin_entries = pins(run.device, True)
     second = HostEntry(SimpleNamespace(key="m"), [torch.randn(3, 5)], [torch.randn(4)], [torch.randn(4).double()])
     run.host["m"] = second
     run._gpu_entry(first.entry)
