@@ -13,7 +13,7 @@ from oracleaudit.tensors import tensor_bytes
 
 __all__ = ["ModelTemplates", "entry_init"]
 
-PINNED_ENV = "ORACLEAUDIT_PINNED_TEMPLATES"  # "0": templates and host entries pageable; "variant": see worker._pins
+PINNED_ENV = "ORACLEAUDIT_PINNED_TEMPLATES"  # "0": templates and host entries pageable; "variant": see entries.pins
 
 
 class ModelTemplates:
