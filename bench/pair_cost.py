@@ -16,7 +16,7 @@
              input) and its host entries (variant by variant: each pair copies its input and references to the
              GPU) in pageable memory (0, as before) and in pinned memory (1: asynchronous copies;
              models.PINNED_ENV), and the ratio of pairs per second of 1 over 0 is printed; with --pinned variant,1
-             the host entries of input-by-input runs stay pageable in the first (worker._pins: the policy
+             the host entries of input-by-input runs stay pageable in the first (entries.pins: the policy
              before they were pinned too). With --spinners 0,1
              each count also runs beside that many processes whose kernels spin (a hung mutant's kernel until its
              deadline: kill_cost.py), and the ratio of pairs per second to the first count is printed. With
