@@ -4,7 +4,8 @@ after the supervisor's timeout) and how many pairs started per second with none,
 --profile, the workers' merged cProfile statistics (ORACLEAUDIT_PROFILE, merged by pstats) as the functions with the
 most cumulative seconds. "pairs_at_quiet_rate_s": the seconds the run's pairs would take at the rate it reached with
 no hung kernel spinning (the span from first to last pair less these: what the spinning cost, the mix of problems
-aside).
+aside; the quiet seconds include the wait for the first builds and the run's tail, so where those weigh more than the
+spinning, as in trace_rates_pinned3.json, the figure exceeds the span and bounds nothing).
 
 A run is traced with ORACLEAUDIT_TRACE=DIR (execution/trace.py); the device call that made the figures of
 bench/results/trace_rates_fresh3.json:
