@@ -46,7 +46,9 @@
 #                                                  (kill_cost.json in $OUT)
 #   bash bench/device_call.sh sizes PART [ARGS]    bench/size_findings.py PART --work out/size_findings ARGS, the work
 #                                                  folder restored from out/carry/sizes.tar.* and sent back likewise
-#   bash bench/device_call.sh real                 run_scale.py real (KernelBench's own sizes at 8 workers per GPU)
+#   bash bench/device_call.sh real                 run_scale.py real (KernelBench's own sizes at 8 workers per GPU), cut
+#                                                  LIMIT - 20 s after the start; the rows its store holds by problem
+#                                                  and status printed; TRACE=1: traced, back as $OUT/trace-real.tgz
 #   bash bench/device_call.sh refcheck             refcheck of the bundled problems under every catalog oracle
 #
 # The tracked tree is over the device tool's 64 MiB: `bash bench/device_tree.sh park` before a call, `unpark` after.
@@ -276,8 +278,16 @@ sizes)
     send_back sizes out/size_findings
     ;;
 real)
-    ORACLEAUDIT_CACHE=$PWD/.oa-cache python3 bench/run_scale.py real --store out/real --state out/scale-real.json
-    cp out/scale-real.json "$OUT/"
+    [ -n "${TRACE:-}" ] && export ORACLEAUDIT_TRACE=/tmp/trace
+    ORACLEAUDIT_CACHE=$PWD/.oa-cache timeout "$(left 20)" python3 bench/run_scale.py real --store out/real \
+        --state out/scale-real.json
+    echo "run_scale real exit $?"
+    [ -f out/scale-real.json ] && cp out/scale-real.json "$OUT/"
+    # what the store holds, also when the run was cut off: rows by problem and status
+    python3 -c "import sys; from oracleaudit.store import EvidenceStore
+rows = EvidenceStore(sys.argv[1]).open().read(columns=['problem', 'mutant_id', 'status'])
+print(rows.groupby(['problem', 'status']).size().to_string())" out/real 2>&1 | tail -20
+    [ -n "${TRACE:-}" ] && [ -d /tmp/trace ] && tar -czf "$OUT/trace-real.tgz" -C /tmp trace
     ;;
 refcheck)
     ORACLEAUDIT_CACHE=/tmp/oa-refcheck timeout "$(left 20)" python3 -m oracleaudit refcheck --jobs 8 --out out/refcheck \
