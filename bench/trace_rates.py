@@ -18,7 +18,8 @@ bench/results/trace_rates_fresh3.json:
 then, here: PYTHONPATH=. python bench/trace_rates.py --trace trace --profile workers.prof --json FILE
 (`TRACE=1 FRESH=1 bash bench/device_call.sh full 3/6 --cold` traces a run and brings back $OUT/trace.tgz.)
 
-Also printed: the pairs and replays started per second in windows of --window seconds (where the run slowed),
+Also printed: the pairs and replays started per second in windows of --window seconds (where the run slowed) and
+the workers that started them (where few slots had work: the real-size run of scale_real_2026_12_07.json),
 and with --mutants (the run's mutants folder) each problem's pairs, replays and worker-seconds (a pair's
 seconds run from its mark to its worker's next mark; the original's pairs count with the problem of their
 job) beside when its build was done. That view of shard 3 (trace_rates_fresh3_builds.json) showed its largest
@@ -157,14 +158,18 @@ def standstills(events: list[dict], least: float = STANDSTILL_S) -> dict:
 
 
 def windows(events: list[dict], width: float) -> list[dict]:
-    """Pairs and replays started per second in consecutive windows of `width` seconds from the run's start."""
+    """Pairs and replays started per second in consecutive windows of `width` seconds from the run's start, and
+    how many workers started one there ("workers": a run's tail shows as few workers)."""
     start = min(e["t"] for e in events if e["event"] == "run")
     counts: dict[int, list[int]] = {}
+    workers: dict[int, set[int]] = {}
     for event in events:
         if event["event"] == "pair":
-            counts.setdefault(int((event["t"] - start) // width), [0, 0])[bool(event.get("replay"))] += 1
+            k = int((event["t"] - start) // width)
+            counts.setdefault(k, [0, 0])[bool(event.get("replay"))] += 1
+            workers.setdefault(k, set()).add(event["pid"])
     return [{"from_s": round(k * width, 1), "pairs_per_s": round(counts.get(k, [0, 0])[0] / width, 1),
-             "replays_per_s": round(counts.get(k, [0, 0])[1] / width, 1)}
+             "replays_per_s": round(counts.get(k, [0, 0])[1] / width, 1), "workers": len(workers.get(k, ()))}
             for k in range(max(counts) + 1 if counts else 0)]
 
 

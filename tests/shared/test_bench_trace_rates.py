@@ -66,16 +66,18 @@ def test_windows_count_pairs_and_replays_and_problems_get_their_jobs_pairs_and_s
                {"event": "pair", "t": 132.0, "pid": 7, "variant": "m2", "replay": True},
                {"event": "pair", "t": 132.25, "pid": 7, "variant": "m2"},
                {"event": "exit", "t": 133.25, "pid": 7}]
+    events += [{"event": "job", "t": 106.0, "pid": 8}, {"event": "pair", "t": 106.5, "pid": 8, "variant": "m1"},
+               {"event": "exit", "t": 107.0, "pid": 8}]  # worker 8: one pair of level1/a, 0.5 s
     write(tmp_path / "trace", events)
     timeline = read(tmp_path / "trace")
     assert trace_rates.windows(timeline, 10.0) == [
-        {"from_s": 0.0, "pairs_per_s": 0.3, "replays_per_s": 0.0},
-        {"from_s": 10.0, "pairs_per_s": 0.0, "replays_per_s": 0.0},
-        {"from_s": 20.0, "pairs_per_s": 0.0, "replays_per_s": 0.0},
-        {"from_s": 30.0, "pairs_per_s": 0.1, "replays_per_s": 0.1}]
+        {"from_s": 0.0, "pairs_per_s": 0.4, "replays_per_s": 0.0, "workers": 2},
+        {"from_s": 10.0, "pairs_per_s": 0.0, "replays_per_s": 0.0, "workers": 0},
+        {"from_s": 20.0, "pairs_per_s": 0.0, "replays_per_s": 0.0, "workers": 0},
+        {"from_s": 30.0, "pairs_per_s": 0.1, "replays_per_s": 0.1, "workers": 1}]
     table = trace_rates.by_problem(timeline, {"m1": "level1/a", "m2": "level1/b"})
-    # level1/a: the original's 0.5 s, m1's 0.5 s, and m1's second pair until the next job's mark (26 s)
-    assert table["level1/a"] == {"pairs": 3, "pair_s": 27.0, "ms_per_pair": 9000.0, "replays": 0, "replay_s": 0.0,
+    # level1/a: the original's 0.5 s, m1's 0.5 s, m1's second pair until the next job's mark (26 s), worker 8's 0.5 s
+    assert table["level1/a"] == {"pairs": 4, "pair_s": 27.5, "ms_per_pair": 6875.0, "replays": 0, "replay_s": 0.0,
                                  "built_s": 4.0}
     assert table["level1/b"] == {"pairs": 1, "pair_s": 1.0, "ms_per_pair": 1000.0, "replays": 1, "replay_s": 0.2,
                                  "built_s": 31.0}
