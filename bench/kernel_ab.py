@@ -86,10 +86,21 @@ def _per_call_ms(library: evidence_kernels.Library, a: torch.Tensor, b: torch.Te
     return 1000 * (time.perf_counter() - begin) / reps
 
 
+def sizes(text: str) -> list[int]:
+    """--sizes: comma-separated element counts, each at least 1."""
+    try:
+        values = [int(s) for s in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
+    if any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"sizes must be at least 1, got {text!r}")
+    return values
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", default="HEAD", help="the commit whose kernels are the baseline (default HEAD)")
-    parser.add_argument("--sizes", default="4096,65536,1048576,4194304")
+    parser.add_argument("--sizes", type=sizes, default=sizes("4096,65536,1048576,4194304"))
     parser.add_argument("--reps", type=int, default=30, help="calls a timing (default 30)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating timings of each library (default 3)")
     parser.add_argument("--json", type=Path)
@@ -97,23 +108,25 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("kernel_ab.py: needs a CUDA device", file=sys.stderr)
         return 2
-    base_text = subprocess.run(["git", "show", f"{args.base}:{SOURCE}"], cwd=ROOT, check=True, capture_output=True,
-                               text=True).stdout
-    sizes = [int(s) for s in args.sizes.split(",")]
+    shown = subprocess.run(["git", "show", f"{args.base}:{SOURCE}"], cwd=ROOT, capture_output=True, text=True)
+    if shown.returncode != 0:
+        print(f"kernel_ab.py: --base {args.base}: no {SOURCE} there (git show failed)", file=sys.stderr)
+        return 2
     cases, mismatches = [], []
     with tempfile.TemporaryDirectory() as tmp:
         arch = evidence_kernels._arch()
-        old = build(base_text, Path(tmp), "old", arch)
+        old = build(shown.stdout, Path(tmp), "old", arch)
         new = build((ROOT / SOURCE).read_text(), Path(tmp), "new", arch)
         for dtype in (torch.float32, torch.float64):
-            for n in sizes:
+            for n in args.sizes:
                 for seed, error in enumerate(ERRORS):
                     a, b = (t.cuda() for t in case(n, error, dtype, seed))
                     label = f"{str(dtype).removeprefix('torch.')} n={n} {error}"
                     if result(old.run(a, b, DEFAULT_GRID)) != result(new.run(a, b, DEFAULT_GRID)):
                         mismatches.append(label)
                     times = {"old": [], "new": []}
-                    _per_call_ms(old, a, b, 3), _per_call_ms(new, a, b, 3)  # warm-up
+                    _per_call_ms(old, a, b, 3)  # warm-up
+                    _per_call_ms(new, a, b, 3)
                     for _ in range(args.rounds):
                         times["old"].append(_per_call_ms(old, a, b, args.reps))
                         times["new"].append(_per_call_ms(new, a, b, args.reps))

@@ -3,6 +3,7 @@ that both versions it builds compile with nvcc, and its refusal without a GPU.""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
 import shutil
@@ -67,3 +68,14 @@ def test_without_a_gpu_it_says_so_in_one_line_and_exits_2() -> None:
                           env=env)
     assert done.returncode == 2
     assert done.stderr.strip() == "kernel_ab.py: needs a CUDA device"
+
+
+@pytest.mark.parametrize("text, values", [("4096", [4096]), ("1,65536", [1, 65536])])
+def test_sizes_are_comma_separated_counts(text: str, values: list[int]) -> None:
+    assert kernel_ab.sizes(text) == values
+
+
+@pytest.mark.parametrize("text", ["4k", "0,10", ""])
+def test_bad_sizes_are_refused(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        kernel_ab.sizes(text)
