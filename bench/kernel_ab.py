@@ -25,6 +25,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from bench.evidence_cost import _case as evidence_case
+from bench.evidence_cost import _sizes as sizes  # the same argument: one parser
 from oracleaudit.evidence import DEFAULT_GRID
 from oracleaudit.execution import evidence_kernels
 
@@ -45,22 +47,18 @@ def build(source_text: str, folder: Path, name: str, arch: str) -> evidence_kern
 
 def case(n: int, error: str, dtype: torch.dtype, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """An fp32 output and its reference (float32 or float64) on the CPU, as measure compares them (both in
-    `dtype`)."""
+    `dtype`): "noise" and "scaled" as bench/evidence_cost.py makes them, "garbage" here."""
+    if error != "garbage":
+        out, ref32, ref64 = evidence_case(n, "cpu", error, seed)
+        return out.to(dtype), ref32 if dtype == torch.float32 else ref64
     g = torch.Generator().manual_seed(seed)
     ref = torch.randn(n, generator=g, dtype=torch.float64)
-    if error == "noise":
-        noise = torch.randn(n, generator=g, dtype=torch.float64) * 3e-7
-        noise[torch.rand(n, generator=g) < 0.3] = 0
-        out = ref * (1 + noise)
-    elif error == "scaled":
-        out = ref * 1.001
-    else:
-        out = torch.randn(n, generator=g, dtype=torch.float64) * 10
-        pick = torch.rand(n, generator=g)
-        out[pick < 0.01] = float("nan")
-        out[(pick >= 0.01) & (pick < 0.02)] = float("inf")
-        out[(pick >= 0.02) & (pick < 0.05)] = 0
-        ref[(pick >= 0.05) & (pick < 0.07)] = 0
+    out = torch.randn(n, generator=g, dtype=torch.float64) * 10
+    pick = torch.rand(n, generator=g)
+    out[pick < 0.01] = float("nan")
+    out[(pick >= 0.01) & (pick < 0.02)] = float("inf")
+    out[(pick >= 0.02) & (pick < 0.05)] = 0
+    ref[(pick >= 0.05) & (pick < 0.07)] = 0
     out = out.float()
     ref = ref.float() if dtype == torch.float32 else ref
     return out.to(dtype), ref
@@ -84,17 +82,6 @@ def _per_call_ms(library: evidence_kernels.Library, a: torch.Tensor, b: torch.Te
         launched = library.launch(a, b, DEFAULT_GRID)
         launched.head_view().cpu()
     return 1000 * (time.perf_counter() - begin) / reps
-
-
-def sizes(text: str) -> list[int]:
-    """--sizes: comma-separated element counts, each at least 1."""
-    try:
-        values = [int(s) for s in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
-    if any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"sizes must be at least 1, got {text!r}")
-    return values
 
 
 def main() -> int:
