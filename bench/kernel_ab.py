@@ -9,7 +9,10 @@ statistics and the sorted candidates) must be equal to the bit, else the case is
 the exit status is 1. Then each is timed, alternating, as a worker calls it (the four kernels and the one
 transfer of the head), and the milliseconds per call and the ratio old / new are printed.
 
-    PYTHONPATH=. python bench/kernel_ab.py [--base HEAD] [--sizes 4096,1048576,4194304] [--json FILE]
+    PYTHONPATH=. python bench/kernel_ab.py [--base HEAD|FILE] [--sizes 4096,1048576,4194304] [--json FILE]
+
+--base names a commit, or a file holding the baseline's source (a machine whose copy of the tree has no git
+history: `git show COMMIT:oracleaudit/data/evidence_kernels.cu > out/base.cu` where it has, carry out/base.cu).
 """
 
 from __future__ import annotations
@@ -84,9 +87,17 @@ def _per_call_ms(library: evidence_kernels.Library, a: torch.Tensor, b: torch.Te
     return 1000 * (time.perf_counter() - begin) / reps
 
 
+def _base_source(base: str) -> str | None:
+    """The baseline kernels' source: the file BASE names, else SOURCE at commit BASE; None where neither is."""
+    if Path(base).is_file():
+        return Path(base).read_text()
+    shown = subprocess.run(["git", "show", f"{base}:{SOURCE}"], cwd=ROOT, capture_output=True, text=True)
+    return shown.stdout if shown.returncode == 0 else None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--base", default="HEAD", help="the commit whose kernels are the baseline (default HEAD)")
+    parser.add_argument("--base", default="HEAD", help="the commit whose kernels are the baseline (default HEAD), or a file with their source")
     parser.add_argument("--sizes", type=sizes, default=sizes("4096,65536,1048576,4194304"))
     parser.add_argument("--reps", type=int, default=30, help="calls a timing (default 30)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating timings of each library (default 3)")
@@ -95,14 +106,15 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("kernel_ab.py: needs a CUDA device", file=sys.stderr)
         return 2
-    shown = subprocess.run(["git", "show", f"{args.base}:{SOURCE}"], cwd=ROOT, capture_output=True, text=True)
-    if shown.returncode != 0:
-        print(f"kernel_ab.py: --base {args.base}: no {SOURCE} there (git show failed)", file=sys.stderr)
+    base_source = _base_source(args.base)
+    if base_source is None:
+        print(f"kernel_ab.py: --base {args.base}: no {SOURCE} there (neither a file nor a commit git shows)",
+              file=sys.stderr)
         return 2
     cases, mismatches = [], []
     with tempfile.TemporaryDirectory() as tmp:
         arch = evidence_kernels._arch()
-        old = build(shown.stdout, Path(tmp), "old", arch)
+        old = build(base_source, Path(tmp), "old", arch)
         new = build((ROOT / SOURCE).read_text(), Path(tmp), "new", arch)
         for dtype in (torch.float32, torch.float64):
             for n in args.sizes:

@@ -79,3 +79,13 @@ def test_sizes_are_comma_separated_counts(text: str, values: list[int]) -> None:
 def test_bad_sizes_are_refused(text: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError):
         kernel_ab.sizes(text)
+
+
+def test_the_baseline_is_a_file_where_base_names_one_else_a_commit_else_nothing(tmp_path: Path) -> None:
+    kept = tmp_path / "base.cu"
+    kept.write_text("__global__ void k() {}\n")
+    assert kernel_ab._base_source(str(kept)) == "__global__ void k() {}\n"
+    assert kernel_ab._base_source(str(tmp_path / "absent.cu")) is None  # neither a file nor a commit
+    head = subprocess.run(["git", "show", f"HEAD:{kernel_ab.SOURCE}"], cwd=ROOT, capture_output=True, text=True)
+    if head.returncode == 0:
+        assert kernel_ab._base_source("HEAD") == head.stdout
