@@ -7,7 +7,9 @@
 #                                                  LIMIT - 20 s after the start; the log in $OUT/pytest.log (a test
 #                                                  cut off shows as the last line)
 #   bash bench/device_call.sh tests-parallel       the same tests in eight pytest processes (the
-#                                                  out-of-memory test alone first, then seven side by side); logs in $OUT/pytest-*.log
+#                                                  out-of-memory test alone first, then seven side by side); their
+#                                                  logs back as one file, $OUT/pytest-logs.tgz (a call brings back
+#                                                  at most 8 files: eight logs left no room for anything else)
 #   bash bench/device_call.sh full K/N... [--cold] shards K of N of the complete bundled run (run_scale.py full of the
 #                                                  mutants in bench/data/full_run), one
 #                                                  after the other while time is left, each into out/shardK,
@@ -135,7 +137,8 @@ tests-parallel)
     # The out-of-memory test holds all but 12 GiB of the GPU: alone first. Then seven groups side by side (the
     # fixture of the uninterrupted run is made once in each group that needs it; the kill-and-resume tests, the
     # longest, one group each: together they took 423 of a 534 s call; the fault zoo and the trial weights apart
-    # from the other tests, which with them ran past the call's limit), each with its log in $OUT/pytest-gN.log.
+    # from the other tests, which with them ran past the call's limit), each with its log (pytest-gN.log, packed
+    # at the end).
     export ORACLEAUDIT_CACHE=/tmp/oa-test-cache
     run_tests() {  # NAME PYTEST-ARGS...
         local name=$1; shift
@@ -160,6 +163,7 @@ tests-parallel)
     wait
     grep -hE "PASSED|FAILED|ERROR|SKIPPED" "$OUT"/pytest-*.log | sort | uniq | tail -40
     cat "$OUT"/pytest-*.log | awk '/^[0-9.]+s (call|setup|teardown)/ && $1 + 0 >= 1' | sort -rn | head -40
+    (cd "$OUT" && tar -czf pytest-logs.tgz pytest-*.log && rm -f pytest-*.log)
     ;;
 full|reobserve)
     # full: shards K/N of bench/data/full_run, each into out/shardK; reobserve: the mutants of
