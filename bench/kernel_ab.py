@@ -97,7 +97,8 @@ def _base_source(base: str) -> str | None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--base", default="HEAD", help="the commit whose kernels are the baseline (default HEAD), or a file with their source")
+    parser.add_argument("--base", default="HEAD",
+                        help="the commit whose kernels are the baseline (default HEAD), or a file with their source")
     parser.add_argument("--sizes", type=sizes, default=sizes("4096,65536,1048576,4194304"))
     parser.add_argument("--reps", type=int, default=30, help="calls a timing (default 30)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating timings of each library (default 3)")
