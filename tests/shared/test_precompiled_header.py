@@ -133,3 +133,49 @@ def test_a_source_that_does_not_compile_with_a_whole_header_is_raised_and_the_he
                                 cpp_sources="int answer() { return undeclared_name; }", functions=["answer"],
                                 build_directory=str(tmp_path), use_pch=True)
     assert header.stat().st_mtime_ns == made, "a whole header was made again"
+
+
+def _made_for(flags: str) -> bool:
+    return precompiled_header._ready(precompiled_header._folder(), flags)
+
+
+def test_without_waiting_a_build_is_told_to_parse_the_header_and_it_is_made_beside_into_place(
+        header: Path, tmp_path: Path) -> None:
+    import time
+
+    folder = header.parent
+    precompiled_header.discard()
+    precompiled_header._started.clear()  # this process starts its maker again
+    begun = time.monotonic()
+    assert precompiled_header.usable(None, None, wait=False) is False  # not made: no wait for it
+    assert time.monotonic() - begun < 5
+    assert _answer(tmp_path, use_pch=False).answer() == 42  # builds meanwhile, parsing <torch/extension.h>
+    flags = precompiled_header._flags_text(None, None)
+    deadline = time.monotonic() + 600
+    while not _made_for(flags) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert _made_for(flags), "the background maker did not make the header"
+    assert not list(folder.glob(".extension.h.gch.*")), "a temporary header was left"
+    made = header.stat().st_mtime_ns
+    assert precompiled_header.usable(None, None, wait=False) is True
+    assert _answer(tmp_path).answer() == 42
+    assert header.stat().st_mtime_ns == made, "torch made its own header instead of taking the one made beside"
+
+
+def test_while_a_maker_holds_the_lock_a_build_does_not_wait(header: Path, monkeypatch) -> None:
+    import fcntl
+    import time
+
+    # as if this process had started the maker that holds the lock: none is started here
+    monkeypatch.setattr(precompiled_header, "_started", {precompiled_header._flags_text(None, None)})
+    with open(header.parent / precompiled_header.LOCK, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        begun = time.monotonic()
+        assert precompiled_header.usable(None, None, wait=False) is False
+        assert time.monotonic() - begun < 5
+    assert precompiled_header.usable(None, None, wait=False) is True  # the header is whole: ready once free
+
+
+def test_a_header_made_for_other_flags_is_not_ready_for_these(header: Path) -> None:
+    assert _made_for(precompiled_header._flags_text(None, None))
+    assert not _made_for(precompiled_header._flags_text(["-DOA_OTHER=1"], None))
