@@ -20,13 +20,6 @@ one that fits; it was not observed directly.
 - a build that does not use the header leaves it for the builds that do (g++ takes a precompiled header
   only where it was made with the same options, and parses the header otherwise).
 
-`usable(..., wait=False)` (the run stage's builds) never waits for the header: where it is not made for the
-build's flags and vouched for, it is made by a process of its own (`make`, started once per process and flags),
-into a temporary file renamed into place, so that no compiler ever reads it half-written, while the build parses
-<torch/extension.h> itself. On a machine without the header every build of a run's first wave used to wait for
-it (g++ makes it in 48.5 s here, bench/results/binding_pch.json, before the unit's nvcc even starts), and a
-binding unit without it takes 28.7 s, beside nvcc's CUDA unit of about as long: off the critical path.
-
 `load()` runs `load_inline`; when a build fails while a header is there, and it is the one the build found,
 an empty unit is built with it: where that fails too, the header is deleted and the build is run once more
 (the header then made afresh); otherwise the failure is the source's and is raised. A damaged header does
@@ -40,14 +33,9 @@ No tree-sitter or libclang here; torch is imported only when a build asks for it
 
 from __future__ import annotations
 
-import fcntl
 import itertools
-import json
 import os
 import re
-import shlex
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -55,11 +43,10 @@ from typing import Any, Callable, Sequence
 from oracleaudit.cache import held
 from oracleaudit.files import write_atomic
 
-__all__ = ["discard", "guard", "load", "make", "usable"]
+__all__ = ["discard", "guard", "load", "usable"]
 
 LOCK = "oracleaudit-precompiled-header.lock"
-VOUCHER = "oracleaudit-precompiled-header.made"  # the header's fingerprint, then the flags it was made with
-FAILED = "oracleaudit-precompiled-header.failed"  # the flags a background make failed for (not tried again)
+VOUCHER = "oracleaudit-precompiled-header.made"
 COMPILER_CRASH = re.compile(r"internal compiler error")  # build_isolating raises such a failure as it is
 _MAKE = "_check_and_build_extension_h_precompiler_headers"
 _REMOVE = "remove_extension_h_precompiler_headers"
@@ -82,30 +69,10 @@ def _fingerprint(path: Path) -> str | None:
 
 
 def _vouched(path: Path) -> str | None:
-    """The fingerprint the voucher records (its first line), or None."""
     try:
-        return path.read_text().split("\n")[0]
+        return path.read_text()
     except FileNotFoundError:
         return None
-
-
-def _flags_text(extra_cflags: Sequence[str] | None, extra_include_paths: Sequence[str] | None) -> str:
-    return json.dumps([list(extra_cflags or []), list(extra_include_paths or [])])
-
-
-def _ready(folder: Path, flags: str) -> bool:
-    """Whether the header is there, whole as vouched for and made with `flags`, and no maker holds the lock
-    (looked at without waiting)."""
-    with open(folder / LOCK, "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        try:
-            voucher = (folder / VOUCHER).read_text().split("\n")
-        except FileNotFoundError:
-            return False
-        return voucher[0] == _fingerprint(folder / "extension.h.gch") and voucher[1:] == [flags]
 
 
 def _delete(folder: Path) -> None:
@@ -114,26 +81,18 @@ def _delete(folder: Path) -> None:
 
 
 def _guarded_make(make: Callable[..., None]) -> Callable[..., None]:
-    def made(extra_cflags: Any = None, extra_include_paths: Any = None, *args: Any, **kwargs: Any) -> None:
+    def made(*args: Any, **kwargs: Any) -> None:
         folder = _folder()
         header, voucher = folder / "extension.h.gch", folder / VOUCHER
         with held(folder / LOCK):
             if header.exists() and _vouched(voucher) != _fingerprint(header):
                 _delete(folder)
-            make(extra_cflags, extra_include_paths, *args, **kwargs)
+            make(*args, **kwargs)
             made_now = _fingerprint(header)
-            if made_now is None:
-                return
-            record = f"{made_now}\n{_flags_text(extra_cflags, extra_include_paths)}"
-            try:
-                recorded = voucher.read_text()
-            except FileNotFoundError:
-                recorded = None
-            if recorded != record:
-                write_atomic(voucher, record)
+            if made_now is not None and made_now != _vouched(voucher):
+                write_atomic(voucher, made_now)
 
     made.oracleaudit_guarded = True  # type: ignore[attr-defined]
-    made.__wrapped__ = make  # type: ignore[attr-defined]
     return made
 
 
@@ -152,12 +111,10 @@ def guard() -> None:
         setattr(cpp_extension, _REMOVE, _left_alone)
 
 
-def usable(extra_cflags: Sequence[str] | None, extra_include_paths: Sequence[str] | None,
-           wait: bool = True) -> bool | None:
+def usable(extra_cflags: Sequence[str] | None, extra_include_paths: Sequence[str] | None) -> bool | None:
     """Whether a binding unit built with these host flags can include the precompiled header (made here if
     needed: about a minute, once per machine and set of flags; the others wait on the lock); None where this
-    torch's `load_inline` has no `use_pch`. With `wait` False, False where the header is not ready now: it is
-    then made by a process of its own (`make`) for the builds that come later.
+    torch's `load_inline` has no `use_pch`.
 
     The binding unit (declarations and pybind11 definitions) spends most of its time parsing
     <torch/extension.h>: with it precompiled, the units of the largest bundled solutions compiled 2.3×
@@ -172,90 +129,11 @@ def usable(extra_cflags: Sequence[str] | None, extra_include_paths: Sequence[str
     guard()  # also where the header cannot be made here: torch would try to delete one made by others
     if not hasattr(cpp_extension, _MAKE) or not os.access(_folder(), os.W_OK):
         return False
-    if not wait and _made_beside() and not _ready(_folder(), _flags_text(extra_cflags, extra_include_paths)):
-        _make_in_background(extra_cflags, extra_include_paths)
-        return False
     try:
         getattr(cpp_extension, _MAKE)(list(extra_cflags or []), list(extra_include_paths or []))
     except Exception:  # no g++, or the header does not precompile: units parse it as written
         return False
     return True
-
-
-_started: set[str] = set()  # the flags this process has started a background make for
-
-
-def _made_beside() -> bool:
-    """Whether this torch's maker runs g++ through `subprocess.check_output`, where `make` can redirect it into
-    a temporary file (as a list, or a command line for a shell, as torch's releases have done): else builds
-    wait for the header as before, since one made in place could be read half-written."""
-    import inspect
-
-    from torch.utils import cpp_extension
-
-    maker = getattr(cpp_extension, _MAKE, None)
-    maker = getattr(maker, "__wrapped__", maker)
-    try:
-        return "subprocess.check_output(" in inspect.getsource(maker)
-    except (OSError, TypeError):
-        return False
-
-
-def _make_in_background(extra_cflags: Sequence[str] | None, extra_include_paths: Sequence[str] | None) -> None:
-    """Start `make` for these flags in a process of its own, once per process (not where one failed before)."""
-    flags = _flags_text(extra_cflags, extra_include_paths)
-    try:
-        failed = (_folder() / FAILED).read_text()
-    except FileNotFoundError:
-        failed = None
-    if flags in _started or failed == flags:
-        return
-    _started.add(flags)
-    root = str(Path(__file__).resolve().parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    subprocess.Popen([sys.executable, "-c", f"from oracleaudit.precompiled_header import make; make(*{flags})"],
-                     env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                     start_new_session=True)
-
-
-def make(extra_cflags: Sequence[str] | None, extra_include_paths: Sequence[str] | None) -> None:
-    """Make the header for these flags (under the lock, vouched for) where it is not made for them, g++ writing
-    it to a temporary file that is then renamed into place: builds that do not use it may run meanwhile, and g++
-    takes a header beside <torch/extension.h> wherever it was made with the unit's options."""
-    from torch.utils import cpp_extension
-
-    folder = _folder()
-    header = os.path.normpath(folder / "extension.h.gch")
-    run = subprocess.check_output
-
-    def into_place(args: Sequence[str] | str, **kwargs: Any) -> Any:
-        if isinstance(args, str):  # a command line for a shell: the same command, without one
-            args = shlex.split(args)
-            kwargs.pop("shell", None)
-        args = list(args)
-        at = args.index("-o") + 1 if "-o" in args else None
-        if at is None or at >= len(args) or os.path.normpath(args[at]) != header:
-            return run(args, **kwargs)
-        handle, partial = tempfile.mkstemp(dir=folder, prefix=".extension.h.gch.")
-        os.close(handle)
-        try:
-            args[at] = partial
-            out = run(args, **kwargs)
-            os.replace(partial, header)
-            return out
-        finally:
-            Path(partial).unlink(missing_ok=True)
-
-    guard()
-    subprocess.check_output = into_place  # this process only makes the header
-    try:
-        getattr(cpp_extension, _MAKE)(list(extra_cflags or []), list(extra_include_paths or []))
-    except Exception:
-        write_atomic(folder / FAILED, _flags_text(extra_cflags, extra_include_paths))
-        raise
-    finally:
-        subprocess.check_output = run
-    (folder / FAILED).unlink(missing_ok=True)
 
 
 def discard() -> None:

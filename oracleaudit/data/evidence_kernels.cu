@@ -64,168 +64,138 @@ __device__ __forceinline__ int bin_of(double r) {
     return e * SUB_BINS + sub - CODE_LOW + 1;
 }
 
-#define WARPS (THREADS / 32)
-#define FULL_MASK 0xffffffffu
-
-// Fixed-order block reduction of K values at once: each value goes through the tree
-// shared[t] = op(shared[t], shared[t + s]) for s = THREADS/2 … 1 (op: fmax where bit j of `maxima` is set,
-// else __dadd_rn), the steps down to 32 in shared memory, the last five by shuffles within warp 0, which
-// pair the same operands in the same order: a sum depends only on the data, never on scheduling. `shared`
-// holds K * THREADS doubles. The results are thread 0's `v`.
-template <int K>
-__device__ void block_reduce(double (&v)[K], unsigned maxima, double* shared) {
-    for (int j = 0; j < K; ++j) shared[j * THREADS + threadIdx.x] = v[j];
+// Fixed-order block reductions (every thread gets the result).
+__device__ double block_sum(double v, double* shared) {
+    shared[threadIdx.x] = v;
     __syncthreads();
-    for (int s = THREADS / 2; s >= 32; s >>= 1) {
-        if (threadIdx.x < s) {
-            for (int j = 0; j < K; ++j) {
-                double x = shared[j * THREADS + threadIdx.x], y = shared[j * THREADS + threadIdx.x + s];
-                shared[j * THREADS + threadIdx.x] = (maxima >> j) & 1 ? fmax(x, y) : __dadd_rn(x, y);
-            }
-        }
+    for (int s = THREADS / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) shared[threadIdx.x] = __dadd_rn(shared[threadIdx.x], shared[threadIdx.x + s]);
         __syncthreads();
     }
-    if (threadIdx.x < 32) {
-        for (int j = 0; j < K; ++j) {
-            double x = shared[j * THREADS + threadIdx.x];
-            for (int s = 16; s > 0; s >>= 1) {
-                double y = __shfl_down_sync(FULL_MASK, x, s);
-                x = (maxima >> j) & 1 ? fmax(x, y) : __dadd_rn(x, y);
-            }
-            v[j] = x;
-        }
-    }
-    __syncthreads();  // `shared` may be written again
-}
-
-// The block's totals of K unsigned counts, added to `total` (exact, so in any order): a warp-wide sum by
-// shuffles (sm_70 on), then one thread per count adds the warps' sums. `shared` holds K * WARPS words.
-template <int K>
-__device__ void block_count_add(unsigned int (&c)[K], unsigned long long* shared, unsigned long long* total) {
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int j = 0; j < K; ++j) {
-        unsigned int s = c[j];
-        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL_MASK, s, o);
-        if (lane == 0) shared[j * WARPS + warp] = s;
-    }
+    double out = shared[0];
     __syncthreads();
-    if (threadIdx.x < K) {
-        unsigned long long sum = 0;
-        for (int w = 0; w < WARPS; ++w) sum += shared[threadIdx.x * WARPS + w];
-        if (sum) atomicAdd(&total[threadIdx.x], sum);
-    }
+    return out;
+}
+
+__device__ double block_max(double v, double* shared) {
+    shared[threadIdx.x] = v;
     __syncthreads();
-}
-
-// The first grid index k with d <= t_k + |t_k * r| (grid.size: none). The grid is ascending and positive, so
-// the right-hand side only grows with k (each operation rounds monotonically): the test at k = 0 (where
-// small errors stop), then a bisection, finds what a scan from k = 0 would.
-template <typename T>
-__device__ __forceinline__ int first_within(T d, T r, const Grid& grid) {
-    T t0 = (T)grid.t[0];
-    if (d <= add_rn(t0, abs_of(mul_rn(t0, r)))) return 0;
-    int lo = 1, hi = grid.size;
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        T t = (T)grid.t[mid];
-        if (d <= add_rn(t, abs_of(mul_rn(t, r)))) hi = mid;
-        else lo = mid + 1;
+    for (int s = THREADS / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) shared[threadIdx.x] = fmax(shared[threadIdx.x], shared[threadIdx.x + s]);
+        __syncthreads();
     }
-    return lo;
+    double out = shared[0];
+    __syncthreads();
+    return out;
 }
 
-// Pass 1: counts, histogram, maxima and sums, the bins' maxima of d. A warp runs its loop together (its lanes
-// see elements base + lane, the order of a plain grid-stride loop), so lanes of one histogram bin add to it once.
+__device__ unsigned long long block_count(unsigned long long v, unsigned long long* shared) {
+    shared[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = THREADS / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
+        __syncthreads();
+    }
+    unsigned long long out = shared[0];
+    __syncthreads();
+    return out;
+}
+
+// Pass 1: counts, histogram, maxima and sums, the bins' maxima of d.
 template <typename T>
 __global__ void __launch_bounds__(THREADS) pass1(const T* __restrict__ a, const T* __restrict__ b, long long n,
                                                  Grid grid, unsigned long long* work) {
     __shared__ unsigned int hist[MAX_GRID + 1];
-    __shared__ double shared[N_PART1 * THREADS];
-    __shared__ unsigned long long shared_count[N_COUNTS * WARPS];
+    __shared__ double shared[THREADS];
+    __shared__ unsigned long long shared_count[THREADS];
     for (int k = threadIdx.x; k <= grid.size; k += THREADS) hist[k] = 0;
     __syncthreads();
     unsigned long long* bins = work + W_BINS;
     unsigned int c[N_COUNTS] = {0};
     double max_diff = 0, max_ref = 0, max_out = 0, max_rel = -1, sum_ref = 0, sum_diff = 0;
     int key_high = -1, key_low = N_BINS;
-    int lane = threadIdx.x % 32;
-    long long stride = (long long)gridDim.x * THREADS;
-    for (long long base = (long long)blockIdx.x * THREADS + (threadIdx.x - lane); base < n; base += stride) {
-        long long i = base + lane;
-        int first = -1;  // this lane's histogram bin (-1: none)
-        if (i < n) {
-            T x = a[i], y = b[i];
-            bool eq = x == y;
-            bool nan_x = isnan(x), nan_y = isnan(y);
-            bool fin = isfinite(x) && isfinite(y);
-            T d = abs_of(sub_rn(x, y));
-            T r = abs_of(y);
-            bool d_fin = isfinite(d);
-            c[0] += !eq;
-            c[1] += nan_x && !nan_y;
-            c[2] += nan_y && !nan_x;
-            c[3] += nan_x && nan_y;
-            c[4] += !eq && !fin && !nan_x && !nan_y;
-            c[5] += eq && isinf(x);
-            c[6] += fin && !d_fin;
-            c[7] += fin;
-            c[8] += x == 0;
-            c[9] += y != 0;
-            if (fin && !eq && d_fin) {  // `rest`
-                first = first_within(d, r, grid);
-                if (d > 0) {
-                    int key = bin_of((double)r);
-                    unsigned long long bits = (unsigned long long)__double_as_longlong((double)d);
-                    if (bits > bins[key]) atomicMax(&bins[key], bits);  // d >= 0: its bits order as its values
-                    key_high = max(key_high, key);
-                    key_low = min(key_low, key);
+    for (long long i = (long long)blockIdx.x * THREADS + threadIdx.x; i < n; i += (long long)gridDim.x * THREADS) {
+        T x = a[i], y = b[i];
+        bool eq = x == y;
+        bool nan_x = isnan(x), nan_y = isnan(y);
+        bool fin = isfinite(x) && isfinite(y);
+        T d = abs_of(sub_rn(x, y));
+        T r = abs_of(y);
+        bool d_fin = isfinite(d);
+        c[0] += !eq;
+        c[1] += nan_x && !nan_y;
+        c[2] += nan_y && !nan_x;
+        c[3] += nan_x && nan_y;
+        c[4] += !eq && !fin && !nan_x && !nan_y;
+        c[5] += eq && isinf(x);
+        c[6] += fin && !d_fin;
+        c[7] += fin;
+        c[8] += x == 0;
+        c[9] += y != 0;
+        if (fin && !eq && d_fin) {  // `rest`
+            int first = grid.size;
+            for (int k = 0; k < grid.size; ++k) {
+                T t = (T)grid.t[k];
+                if (d <= add_rn(t, abs_of(mul_rn(t, r)))) {
+                    first = k;
+                    break;
                 }
             }
-            if (fin) {
-                double xd = (double)x, yd = (double)y;
-                double diff = fabs(__dsub_rn(xd, yd)), rb = fabs(yd);
-                max_diff = fmax(max_diff, diff);
-                max_ref = fmax(max_ref, rb);
-                max_out = fmax(max_out, fabs(xd));
-                if (rb > 0) max_rel = fmax(max_rel, __ddiv_rn(diff, rb));
-                sum_ref = __dadd_rn(sum_ref, rb);
-                sum_diff = __dadd_rn(sum_diff, diff);
+            atomicAdd(&hist[first], 1u);
+            if (d > 0) {
+                int key = bin_of((double)r);
+                unsigned long long bits = (unsigned long long)__double_as_longlong((double)d);
+                if (bits > bins[key]) atomicMax(&bins[key], bits);  // d >= 0: its bits order as its values
+                key_high = max(key_high, key);
+                key_low = min(key_low, key);
             }
         }
-        unsigned int peers = __match_any_sync(FULL_MASK, first);  // the lanes of the same bin
-        if (first >= 0 && lane == __ffs(peers) - 1) atomicAdd(&hist[first], (unsigned int)__popc(peers));
+        if (fin) {
+            double xd = (double)x, yd = (double)y;
+            double diff = fabs(__dsub_rn(xd, yd)), rb = fabs(yd);
+            max_diff = fmax(max_diff, diff);
+            max_ref = fmax(max_ref, rb);
+            max_out = fmax(max_out, fabs(xd));
+            if (rb > 0) max_rel = fmax(max_rel, __ddiv_rn(diff, rb));
+            sum_ref = __dadd_rn(sum_ref, rb);
+            sum_diff = __dadd_rn(sum_diff, diff);
+        }
     }
-    block_count_add(c, shared_count, work + W_COUNTS);
+    for (int j = 0; j < N_COUNTS; ++j) {
+        unsigned long long total = block_count(c[j], shared_count);
+        if (threadIdx.x == 0 && total) atomicAdd(&work[W_COUNTS + j], total);
+    }
+    __syncthreads();
     for (int k = threadIdx.x; k <= grid.size; k += THREADS)
         if (hist[k]) atomicAdd(&work[W_HIST + k], (unsigned long long)hist[k]);
     // the used key range (unsigned atomics on values that only grow)
     if (key_high >= 0) atomicMax(&work[W_KEY_HIGH], (unsigned long long)(key_high + 1));
     if (key_low < N_BINS) atomicMax(&work[W_KEY_LOW], (unsigned long long)(N_BINS - key_low));
-    double v[N_PART1] = {max_diff, max_ref, max_out, max_rel, sum_ref, sum_diff};
-    block_reduce(v, 0xfu, shared);  // four maxima, two sums
+    double* part = (double*)(work + W_PART1) + (long long)blockIdx.x * N_PART1;
+    double v0 = block_max(max_diff, shared), v1 = block_max(max_ref, shared), v2 = block_max(max_out, shared);
+    double v3 = block_max(max_rel, shared), v4 = block_sum(sum_ref, shared), v5 = block_sum(sum_diff, shared);
     if (threadIdx.x == 0) {
-        double* part = (double*)(work + W_PART1) + (long long)blockIdx.x * N_PART1;
-        for (int j = 0; j < N_PART1; ++j) part[j] = v[j];
+        part[0] = v0; part[1] = v1; part[2] = v2; part[3] = v3; part[4] = v4; part[5] = v5;
     }
 }
 
 // One block: reduce pass 1's partials into the scales, and turn the used bins into exclusive prefix maxima
 // (bins[k] := the largest d of all bins below k).
 __global__ void __launch_bounds__(THREADS) finish1(int blocks, unsigned long long* work) {
-    __shared__ double shared[N_PART1 * THREADS];
+    __shared__ double shared[THREADS];
     __shared__ unsigned long long shared_max[THREADS];
     const double* part = (const double*)(work + W_PART1);
     double* scales = (double*)(work + W_SCALES);
-    double v[N_PART1] = {0, 0, 0, -1, 0, 0};  // four maxima (the relative one starts below 0), two sums
-    for (int k = threadIdx.x; k < blocks; k += THREADS)
-        for (int j = 0; j < N_PART1; ++j) {
+    for (int j = 0; j < N_PART1; ++j) {
+        bool is_sum = j >= 4;
+        double v = is_sum ? 0.0 : (j == 3 ? -1.0 : 0.0);
+        for (int k = threadIdx.x; k < blocks; k += THREADS) {
             double p = part[k * N_PART1 + j];
-            v[j] = j >= 4 ? __dadd_rn(v[j], p) : fmax(v[j], p);
+            v = is_sum ? __dadd_rn(v, p) : fmax(v, p);
         }
-    block_reduce(v, 0xfu, shared);
-    if (threadIdx.x == 0)
-        for (int j = 0; j < N_PART1; ++j) scales[j] = v[j];
-    __syncthreads();
+        double total = is_sum ? block_sum(v, shared) : block_max(v, shared);
+        if (threadIdx.x == 0) scales[j] = total;
+    }
     if (work[W_KEY_HIGH] == 0) return;  // no candidate
     long long high = (long long)work[W_KEY_HIGH] - 1;
     long long low = N_BINS - (long long)work[W_KEY_LOW];
@@ -257,64 +227,52 @@ __global__ void __launch_bounds__(THREADS) finish1(int blocks, unsigned long lon
 template <typename T>
 __global__ void __launch_bounds__(THREADS) pass2(const T* __restrict__ a, const T* __restrict__ b, long long n,
                                                  unsigned long long* work, double* pairs, long long capacity) {
-    __shared__ double shared[N_PART2 * THREADS];
+    __shared__ double shared[THREADS];
     const double* scales = (const double*)(work + W_SCALES);
     double sd = scales[0] > 0 ? scales[0] : 1.0, sb = scales[1] > 0 ? scales[1] : 1.0;
     double sa = scales[2] > 0 ? scales[2] : 1.0;
     const unsigned long long* lower = work + W_BINS;
     double ssd = 0, ssb = 0, ssa = 0, dot = 0;
-    int lane = threadIdx.x % 32;
-    long long stride = (long long)gridDim.x * THREADS;
-    for (long long base = (long long)blockIdx.x * THREADS + (threadIdx.x - lane); base < n; base += stride) {
-        long long i = base + lane;
-        bool kept = false;  // a candidate: (r, dd) goes to `pairs`
-        double r = 0, dd = 0;
-        if (i < n) {
-            T x = a[i], y = b[i];
-            if (isfinite(x) && isfinite(y)) {
-                double xd = (double)x, yd = (double)y;
-                double qd = __ddiv_rn(fabs(__dsub_rn(xd, yd)), sd), qb = __ddiv_rn(yd, sb), qa = __ddiv_rn(xd, sa);
-                ssd = __dadd_rn(ssd, __dmul_rn(qd, qd));
-                ssb = __dadd_rn(ssb, __dmul_rn(qb, qb));
-                ssa = __dadd_rn(ssa, __dmul_rn(qa, qa));
-                dot = __dadd_rn(dot, __dmul_rn(qa, qb));
-                T d = abs_of(sub_rn(x, y));
-                if (x != y && isfinite(d) && d > 0) {
-                    r = (double)abs_of(y);
-                    dd = (double)d;
-                    kept = (unsigned long long)__double_as_longlong(dd) > lower[bin_of(r)];
-                }
-            }
-        }
-        // one atomic a warp for its candidates, each lane then writes at its rank among them
-        unsigned int ballot = __ballot_sync(FULL_MASK, kept);
-        if (ballot) {
-            unsigned long long slot = 0;
-            if (lane == __ffs(ballot) - 1) slot = atomicAdd(&work[W_SURVIVORS], (unsigned long long)__popc(ballot));
-            slot = __shfl_sync(FULL_MASK, slot, __ffs(ballot) - 1) + __popc(ballot & ((1u << lane) - 1));
-            if (kept && (long long)slot < capacity) {
+    for (long long i = (long long)blockIdx.x * THREADS + threadIdx.x; i < n; i += (long long)gridDim.x * THREADS) {
+        T x = a[i], y = b[i];
+        if (!(isfinite(x) && isfinite(y))) continue;
+        double xd = (double)x, yd = (double)y;
+        double qd = __ddiv_rn(fabs(__dsub_rn(xd, yd)), sd), qb = __ddiv_rn(yd, sb), qa = __ddiv_rn(xd, sa);
+        ssd = __dadd_rn(ssd, __dmul_rn(qd, qd));
+        ssb = __dadd_rn(ssb, __dmul_rn(qb, qb));
+        ssa = __dadd_rn(ssa, __dmul_rn(qa, qa));
+        dot = __dadd_rn(dot, __dmul_rn(qa, qb));
+        if (x == y) continue;
+        T d = abs_of(sub_rn(x, y));
+        if (!isfinite(d) || !(d > 0)) continue;
+        double r = (double)abs_of(y), dd = (double)d;
+        if ((unsigned long long)__double_as_longlong(dd) > lower[bin_of(r)]) {
+            unsigned long long slot = atomicAdd(&work[W_SURVIVORS], 1ull);
+            if ((long long)slot < capacity) {
                 pairs[2 * slot] = r;
                 pairs[2 * slot + 1] = dd;
             }
         }
     }
-    double v[N_PART2] = {ssd, ssb, ssa, dot};
-    block_reduce(v, 0u, shared);
+    double* part = (double*)(work + W_PART2) + (long long)blockIdx.x * N_PART2;
+    double v0 = block_sum(ssd, shared), v1 = block_sum(ssb, shared), v2 = block_sum(ssa, shared);
+    double v3 = block_sum(dot, shared);
     if (threadIdx.x == 0) {
-        double* part = (double*)(work + W_PART2) + (long long)blockIdx.x * N_PART2;
-        for (int j = 0; j < N_PART2; ++j) part[j] = v[j];
+        part[0] = v0; part[1] = v1; part[2] = v2; part[3] = v3;
     }
 }
 
 // One block: the result vector (see evidence_kernels.py for its layout).
 __global__ void __launch_bounds__(THREADS) finish2(int blocks, int grid_size, const unsigned long long* work,
                                                    double* result) {
-    __shared__ double shared[N_PART2 * THREADS];
+    __shared__ double shared[THREADS];
     const double* part = (const double*)(work + W_PART2);
-    double sums[N_PART2] = {0, 0, 0, 0};
-    for (int k = threadIdx.x; k < blocks; k += THREADS)
-        for (int j = 0; j < N_PART2; ++j) sums[j] = __dadd_rn(sums[j], part[k * N_PART2 + j]);
-    block_reduce(sums, 0u, shared);
+    double sums[N_PART2];
+    for (int j = 0; j < N_PART2; ++j) {
+        double v = 0;
+        for (int k = threadIdx.x; k < blocks; k += THREADS) v = __dadd_rn(v, part[k * N_PART2 + j]);
+        sums[j] = block_sum(v, shared);
+    }
     if (threadIdx.x != 0) return;
     const double* scales = (const double*)(work + W_SCALES);
     double sd = scales[0] > 0 ? scales[0] : 1.0, sb = scales[1] > 0 ? scales[1] : 1.0;

@@ -14,8 +14,7 @@ The CUDA translation unit includes `<torch/types.h>` where the solution includes
 build slow: nvcc took 77 s for a one-kernel unit with them and 34.5 s without, and clones stopped adding
 measurable time; bench/build_cost.py). A unit whose original does not compile that way is built with its own
 headers and remembered (`full-headers/` in the build folder), so no later build tries again. The binding unit
-(g++) includes torch's precompiled <torch/extension.h> where it is made already (else it is made beside the
-build, for the builds after it: `precompiled_header`).
+(g++) includes torch's precompiled <torch/extension.h> where it can be made (`precompiled_header`).
 
 This module needs no tree-sitter or libclang (the GPU machine lacks them): includes and macros are found
 with line-anchored regular expressions, edits are applied through `CudaUnit` offsets.
@@ -236,8 +235,7 @@ def build(plan: BuildPlan, build_dir: Path, extra_cuda_cflags: Sequence[str] = (
         kwargs.pop("build_directory", None)
         kwargs.pop("verbose", None)
         kwargs["extra_cuda_cflags"] = [*(kwargs.get("extra_cuda_cflags") or []), *extra_cuda_cflags]
-        kwargs["use_pch"] = precompiled_header.usable(kwargs.get("extra_cflags"), kwargs.get("extra_include_paths"),
-                                                      wait=False)  # a cold machine's first builds parse the header
+        kwargs["use_pch"] = precompiled_header.usable(kwargs.get("extra_cflags"), kwargs.get("extra_include_paths"))
         if kwargs["use_pch"] is None:
             del kwargs["use_pch"]
         directory = build_dir / extension.name

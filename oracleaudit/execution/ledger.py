@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import replace
-from typing import Callable, Container, Iterable
+from typing import Container, Iterable
 
 from oracleaudit.execution.protocol import Job
 from oracleaudit.status import ORIGINAL, Status
@@ -73,9 +73,8 @@ def deciding_order(keys: Iterable[str], deciders: dict, failed: Iterable[int], s
 class Ledger:
     """The state of one job under supervision: what is still to observe, and the original's times."""
 
-    def __init__(self, job: Job, on_timed: Callable[[str, float], None] | None = None):
+    def __init__(self, job: Job):
         self.job = job
-        self.on_timed = on_timed  # hears each time of the original's (the run's queue: scheduler.WorkQueue.timed)
         self.work: dict[str, list[str]] = {variant: list(inputs) for variant, inputs in job.work if inputs}
         self.references = set(job.record_references)
         self.original_s: dict[str, float] = dict(job.original_s)
@@ -96,12 +95,6 @@ class Ledger:
         self.started = 0.0
         self.stalled_at = 0.0  # the GPU's stalled seconds when the current pair started (stalls.py)
         self.error: str | None = None
-
-    def timed(self, key: str, seconds: float) -> None:
-        """The original took `seconds` on input `key`."""
-        self.original_s[key] = seconds
-        if self.on_timed is not None:
-            self.on_timed(key, seconds)
 
     def remaining(self) -> bool:
         return bool(self.work or self.references)

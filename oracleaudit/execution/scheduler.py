@@ -162,10 +162,7 @@ class WorkQueue:
     `divisible` is cut as it is taken (`take_slice`, sized as above: `expect` the variants the run plans, and
     put each planned job `planned` once it is built or failed to build). Warm-up jobs (`put_warm`) are handed
     out only while nothing else waits, on at most `WARM_SLOTS` of the slots at once, until their job is put or
-    the feeding ends. `take` returns None when everything is done. The original's seconds per input, as a
-    slice times them (`timed`), go with every slice cut later from its job (`Job.original_s`): such a slice
-    runs the original first only on inputs nobody has timed yet (ledger.untimed), where it ran it on all of
-    them (at KernelBench's sizes, where a slice holds two mutants, the original was a third of its variants)."""
+    the feeding ends. `take` returns None when everything is done."""
 
     def __init__(self, slots: int = 1, job_size: int = JOB_SIZE) -> None:
         self.changed = threading.Condition()
@@ -179,7 +176,6 @@ class WorkQueue:
         self.slots = slots
         self.job_size = job_size
         self.expected = 0  # variants of planned jobs not yet put
-        self.original_s: dict[str, dict[str, float]] = {}  # solution → input key → the original's seconds
 
     def expect(self, variants: int) -> None:
         with self.changed:
@@ -210,18 +206,6 @@ class WorkQueue:
             self.warm.clear()
             self.changed.notify_all()
 
-    def timed(self, solution: str, key: str, seconds: float) -> None:
-        """The original of `solution` took `seconds` on input `key` (the first time heard is kept)."""
-        with self.changed:
-            self.original_s.setdefault(solution, {}).setdefault(key, seconds)
-
-    def _with_times(self, piece: Job) -> Job:
-        """A slice without the original, with the original's times known for its job's inputs."""
-        known = self.original_s.get(piece.solution)
-        if not known or any(variant == ORIGINAL for variant, _ in piece.work):
-            return piece
-        return replace(piece, original_s=tuple(sorted(known.items())))  # planned jobs carry no times of their own
-
     def slice_size(self) -> int:
         """The mutants of the next slice cut from the first divisible job (all of them where fewer than
         MIN_SLICE would be left and they fit in `job_size`)."""
@@ -243,7 +227,7 @@ class WorkQueue:
                         self.divisible.popleft()
                     else:
                         self.divisible[0] = rest
-                    return self._with_times(piece)
+                    return piece
                 if self.alone:
                     self.in_flight += 1
                     return self.alone.popleft()
@@ -434,9 +418,7 @@ class Scheduler:
                     self._slice_started()
                 try:
                     outcome = supervisor.run(job, shared=lambda: lease.shared,
-                                             on_memory=lambda peak: self._measured(job.problem, lease, peak),
-                                             on_timed=lambda key, seconds: self.work.timed(job.solution, key,
-                                                                                           seconds))
+                                             on_memory=lambda peak: self._measured(job.problem, lease, peak))
                 finally:
                     utilization.slice(-slice_)
                     lease.release()

@@ -29,22 +29,23 @@ of its own:
 Inferred rows carry `inferred = True`; scoring treats them as unobserved. A warm-up job (`Job.warm`: inputs and
 references into the cache while the builds run) records nothing; its failure is no error (its slices report it).
 
-A variant may keep state across inputs in its process (a static output buffer returned again, a call count); its row
-on an input is what it returns after its earlier inputs ran in the same process. When a worker dies for another
-variant's fault (a crash, or a hang that had it killed), the fresh worker first runs each variant's inputs recorded
-since its own last crash again, unrecorded (`Job.replay`), so that state does not depend on which other variants
-shared the process. A variant's own crash gives it a fresh process, as it would alone; a replay that crashes or
-hangs drops that variant's replay and the job goes on. A variant that crashed or hung is deferred: its remaining
-inputs run in a job of its own, so that its next crashes (it usually crashes again) cost no replay of the others,
-whose history grows with every input. Given `hand_off`, that job goes back to the run's queue at once, with what the
-supervisor knew of the variant (`Job.faults`, the original's times), for any slot to take; else (or when it is the
-slice's last variant) it runs here after the others' (where they were a slice's tail: in shards 3-5 the slots were
-idle 20% of the time).
+A variant may keep state across inputs in its process (a static output buffer returned again, a call count);
+its row on an input is what it returns after its earlier inputs ran in the same process. When a worker dies
+for another variant's fault (a crash, or a hang that had it killed), the fresh worker first runs each variant's
+inputs recorded since its own last crash again, unrecorded (`Job.replay`), so that state does not depend on
+which other variants shared the process. A variant's own crash gives it a fresh process, as it would alone;
+a replay that crashes or hangs drops that variant's replay and the job goes on. A variant that crashed or
+hung is deferred: its remaining inputs run in a job of its own, so that its next crashes (it usually crashes
+again) cost no replay of the others, whose history grows with every input. Given `hand_off`, that job goes
+back to the run's queue at once, with what the supervisor knew of the variant (`Job.faults`, the original's
+times), for any slot to take; else (or when it is the slice's last variant) it runs here after the others'
+(where they were a slice's tail: in shards 3-5 the slots were idle 20% of the time).
 
-A fresh worker is forked from a server that has torch imported (`worker_context`) and still pays CUDA's start, which
-the driver serialises with the teardown of dying workers' contexts (0.5-12 s each under load: a new worker's
-`set_device` waited 8-17 s, median, restart_cost.json). So from a slot's first restart on it keeps `SPARES` workers
-started ahead; three, or reaping killed workers off the slot's thread, gained nothing."""
+A fresh worker is forked from a server that has torch imported (`worker_context`) and still pays CUDA's start,
+which the driver serialises with the teardown of dying workers' contexts (0.5-12 s each under load: a new
+worker's `set_device` waited 8-17 s, median, restart_cost.json). So from a slot's first restart on it keeps
+`SPARES` workers started ahead; three, or reaping killed workers off the slot's thread, gained nothing.
+"""
 
 from __future__ import annotations
 
@@ -285,15 +286,13 @@ class Supervisor:
     # ---- one job ---------------------------------------------------------------------------------------
 
     def run(self, job: Job, shared: Callable[[], bool] = lambda: False,
-            on_memory: Callable[[int], None] | None = None, on_timed: Callable[[str, float], None] | None = None
-            ) -> SliceResult:
+            on_memory: Callable[[int], None] | None = None) -> SliceResult:
         """Observe every pair of `job` (recording rows through `on_rows`), restarting workers as needed.
-        `shared()`: whether another worker held memory on this GPU since the job began; `on_memory(bytes)` hears
-        each peak a worker reports, `on_timed(input key, seconds)` each time of the original's."""
+        `shared()` says whether another worker held memory on this GPU since the job began."""
         job = replace(job, device=f"cuda:{self.gpu}")
         if job.warm:
             return self._warm(job)
-        state = Ledger(job, on_timed)
+        state = Ledger(job)
         result = SliceResult()
         retried = False
         while state.remaining() and not self.stop.is_set():
@@ -318,7 +317,8 @@ class Supervisor:
             # "restart": a fresh worker continues with what is left
         if state.alone:
             result.alone = replace(job, work=tuple((v, tuple(i)) for v, i in state.alone.items()),
-                                   record_references=(), time_original=untimed(job, state.alone, {}), exclusive=True)
+                                   record_references=(), time_original=untimed(job, state.alone, {}),
+                                   exclusive=True)
         return result
 
     def _warm(self, job: Job) -> SliceResult:
@@ -447,7 +447,7 @@ class Supervisor:
     def _rows(self, state: Ledger, result: SliceResult, message: Rows, now: float, shared) -> None:
         variant, key = message.variant, message.input
         if variant == ORIGINAL and state.current == (ORIGINAL, key):
-            state.timed(key, now - state.started)
+            state.original_s[key] = now - state.started
         if variant == REFERENCE:
             if key in state.references:
                 state.references.discard(key)

@@ -121,29 +121,3 @@ def test_a_run_with_a_stall_watch_gives_each_slot_its_gpu_s_stalls_and_closes_it
                            timeout_floor_s=1.0)
     assert recorded[("m1", INPUTS[0])][0]["status"] == "Ok" and result.hangs == 0
     assert 1.5 <= result.gpu_stalled_s <= 2.0 and [w.closed for w in StalledWatch.made] == [True]
-
-
-def test_a_slice_cut_after_the_original_was_timed_carries_its_times_and_does_not_run_it_again(monkeypatch) -> None:
-    """One slot, slices of one mutant: the first slice records the original on every input, which times it
-    there; each later slice is sent with those times (`Job.original_s`) and runs no original at all."""
-    world, job = World(), make_job()
-    result, recorded = run(world, job, monkeypatch, workers_per_gpu=1, job_size=1)
-    assert set(recorded) == every_pair(job) and result.errors == []
-    assert [j.variants() for j in world.jobs] == [[ORIGINAL, "m1"], ["m2"], ["m3"]]
-    first, *later = world.jobs
-    assert first.original_s == () and first.time_original == ()
-    for sent in later:
-        assert dict(sent.original_s).keys() == set(INPUTS) and sent.time_original == ()
-        assert all(seconds > 0 for _, seconds in sent.original_s)
-
-
-def test_a_slice_cut_before_the_original_was_timed_runs_it_first_unrecorded(monkeypatch) -> None:
-    """Two slots, slices of one mutant: the second slot takes its slice while the first is still timing the
-    original, so it runs the original itself on the inputs not yet timed (`Job.time_original`)."""
-    world, job = World({(ORIGINAL, key): ["slow"] for key in INPUTS}), make_job()
-    result, recorded = run(world, job, monkeypatch, workers_per_gpu=2, job_size=1, timeout_floor_s=2.0)
-    assert set(recorded) == every_pair(job) and result.errors == []
-    second = world.jobs[1]
-    assert ORIGINAL not in dict(second.work) and second.time_original == INPUTS and second.original_s == ()
-    third = world.jobs[2]  # taken once a slot was done: by then both had timed the original everywhere
-    assert dict(third.original_s).keys() == set(INPUTS) and third.time_original == ()
