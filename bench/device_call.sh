@@ -10,6 +10,11 @@
 #                                                  out-of-memory test alone first, then seven side by side); their
 #                                                  logs back as one file, $OUT/pytest-logs.tgz (a call brings back
 #                                                  at most 8 files: eight logs left no room for anything else)
+#   bash bench/device_call.sh validate             the GPU checks of a change to the run code in one call: where
+#                                                  out/base.cu is carried (the baseline kernels' source, made here
+#                                                  by `git show COMMIT:oracleaudit/data/evidence_kernels.cu`),
+#                                                  bench/kernel_ab.py against it first (at most a quarter of the
+#                                                  call; $OUT/kernel_ab.json), then tests-parallel
 #   bash bench/device_call.sh full K/N... [--cold] shards K of N of the complete bundled run (run_scale.py full of the
 #                                                  mutants in bench/data/full_run), one
 #                                                  after the other while time is left, each into out/shardK,
@@ -133,6 +138,15 @@ tests)
     grep -E "PASSED|FAILED|ERROR|SKIPPED|passed|failed|^E |^[0-9.]+s (call|setup)" "$OUT/pytest.log" | tail -80
     tail -1 "$OUT/pytest.log"
     ;;
+validate)
+    if [ -f out/base.cu ]; then
+        timeout "$(( $(left 20) / 4 ))" python3 bench/kernel_ab.py --base out/base.cu --json "$OUT/kernel_ab.json" 2>&1 \
+            | tail -30
+        echo "kernel_ab exit $? ($(( $(date +%s) - START )) s into the call)"
+    else
+        echo "validate: no out/base.cu carried: kernel_ab.py left out"
+    fi
+    ;&  # then the GPU tests
 tests-parallel)
     # The out-of-memory test holds all but 12 GiB of the GPU: alone first. Then seven groups side by side (the
     # fixture of the uninterrupted run is made once in each group that needs it; the kill-and-resume tests, the
@@ -300,7 +314,7 @@ refcheck)
     cp out/refcheck/refcheck.jsonl "$OUT/"
     ;;
 *)
-    echo "device_call.sh: unknown part '$part' (tests, tests-parallel, full, reobserve, fault-tail, pair-cost, timeslice, sizes, real, refcheck)" >&2
+    echo "device_call.sh: unknown part '$part' (tests, tests-parallel, validate, full, reobserve, fault-tail, pair-cost, timeslice, sizes, real, refcheck)" >&2
     exit 2
     ;;
 esac
